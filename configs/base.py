@@ -1,0 +1,165 @@
+"""Shared base for every cc12m_jax config.
+
+Variant files (configs/cc3m.py, configs/cc12m.py, ...) start from `get_config()`
+here and change only what truly differs between them. Every field that any
+variant sets must exist here, so that a typo in `--config.a.b=v` is an error
+naming the key (the returned ConfigDict is locked).
+
+Sections:
+  data      what records to read and how to batch them (cc12m_jax.data).
+  model     network shape (cc12m_jax.models).
+  optim     optimizer and learning-rate schedule (cc12m_jax.train.optim).
+  train     loop length, logging, checkpointing (cc12m_jax.train.trainer).
+  mesh      device mesh and logical-axis rules (cc12m_jax.sharding).
+  decode    beam search / sampling (cc12m_jax.decoding).
+  eval      evaluation sets and best-checkpoint selection (cc12m_jax.evaluation).
+  synthetic the synthetic long-tail world (cc12m_jax.data.synthetic).
+"""
+import ml_collections
+
+
+def data_config() -> ml_collections.ConfigDict:
+  """Input pipeline settings; see docs/record_format.md and docs/architecture.md."""
+  c = ml_collections.ConfigDict()
+  # Root holding one sub-directory per source (shards + metadata.json) and
+  # the subword vocabulary file.
+  c.data_dir = "data/synthetic"
+  c.vocab_path = ""  # '' means <data_dir>/vocab.txt
+  # Training mixture: comma-separated source names (sub-directories of
+  # data_dir) with matching comma-separated weights and sub-sampling fractions.
+  # Strings keep `--config.data.train_sources=cc3m,cc12m` overrides simple.
+  c.train_sources = "cc12m"
+  c.train_weights = "1.0"
+  c.train_fractions = "1.0"
+  # Sources whose image ids are removed from every *other* training source
+  # (the paper drops CC3M images from CC12M).
+  c.exclude_ids_of = ""
+  c.eval_sources = "nocaps_val"
+  c.global_batch_size = 64
+  c.eval_global_batch_size = 64
+  c.max_caption_length = 36  # tokens, including EOS; 180 for long captions
+  c.max_tag_tokens = 4       # subword tokens kept per tag
+  c.shuffle_buffer = 10_000
+  c.strict = False           # True: a bad record raises; False: skip + count
+  c.num_parallel_reads = 4
+  c.seed = 0
+  return c
+
+
+def model_config() -> ml_collections.ConfigDict:
+  """Encoder-decoder shape (paper Appendix E.2).
+
+  The notes give "E=512, H=1024, F=4H=4096, A=H/64=8", which is
+  self-inconsistent (A=H/64 is 16 for H=1024). Section 4.2 says the model is
+  "6 layers of hidden size 512 with 8 attention heads"; we follow that
+  (width 512, 8 heads of 64) and use the standard MLP size 4 x 512 = 2048.
+  Each number is a config value, so the other reading is one override away.
+  """
+  c = ml_collections.ConfigDict()
+  c.vocab_size = 0          # 0: read from the vocabulary file at start-up
+  c.feature_dim = 0         # 0: read D from the data's metadata.json
+  c.emb_dim = 512           # E
+  c.num_heads = 8           # A
+  c.mlp_dim = 2048          # F
+  c.num_encoder_layers = 6
+  c.num_decoder_layers = 6
+  c.input_dropout = 0.3     # dropout inside the input embedding MLPs
+  c.dropout = 0.1           # transformer residual dropout
+  c.attention_dropout = 0.1
+  c.max_regions = 16
+  c.max_tags = 16
+  c.use_tags = True
+  c.compute_dtype = "float32"  # "bfloat16" for bf16 compute, f32 params
+  # Dual encoder (vlm) only.
+  c.text_encoder_layers = 6
+  c.projection_dim = 512
+  c.temperature = 0.05
+  c.learn_temperature = False
+  c.symmetric_loss = False
+  return c
+
+
+def optim_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.optimizer = "adam"
+  c.learning_rate = 3.2e-4
+  c.warmup_steps = 20_000
+  c.decay_rate = 0.95        # staircase: lr *= 0.95 every decay_steps
+  c.decay_steps = 25_000
+  c.grad_clip_norm = 1.0
+  c.weight_decay = 0.0
+  c.b1 = 0.9
+  c.b2 = 0.98
+  return c
+
+
+def train_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.objective = "ic"        # "ic" (captioner) or "vlm" (dual encoder)
+  c.num_train_steps = 2_000_000
+  c.log_every_steps = 100
+  c.checkpoint_every_steps = 5_000
+  c.keep_checkpoints = 3
+  c.eval_every_steps = 0    # 0: no periodic evaluation
+  c.init_from = ""          # pre-trained checkpoint dir (fine-tuning)
+  c.init_step = -1          # -1: latest step in init_from
+  c.seed = 0
+  c.distributed = False     # call jax.distributed.initialize()
+  return c
+
+
+def mesh_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.data = -1   # -1: all devices not used by the other axes
+  c.fsdp = 1
+  c.model = 1
+  return c
+
+
+def decode_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.method = "beam"   # "beam", "greedy" or "sample"
+  c.beam_size = 5
+  c.alpha = 0.6
+  c.max_decode_len = 36
+  c.temperature = 1.0
+  c.top_k = 0
+  c.top_p = 1.0
+  return c
+
+
+def eval_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.references = ""          # COCO/nocaps/Flickr JSON; '' means records' captions
+  c.selection_metric = "out-domain/CIDEr"
+  c.num_examples_to_show = 5
+  return c
+
+
+def synthetic_config() -> ml_collections.ConfigDict:
+  c = ml_collections.ConfigDict()
+  c.seed = 0
+  c.num_concepts = 600
+  c.feature_dim = 512
+  c.num_cc3m = 2_000
+  c.num_cc12m = 8_000
+  c.num_coco_train = 2_000
+  c.num_coco_val = 250
+  c.num_nocaps_val = 300
+  c.num_flickr = 300
+  return c
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = ml_collections.ConfigDict()
+  config.mode = "pretrain"  # pretrain | finetune | evaluate | predict
+  config.data = data_config()
+  config.model = model_config()
+  config.optim = optim_config()
+  config.train = train_config()
+  config.mesh = mesh_config()
+  config.decode = decode_config()
+  config.eval = eval_config()
+  config.synthetic = synthetic_config()
+  config.lock()
+  return config

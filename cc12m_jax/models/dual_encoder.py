@@ -1,0 +1,108 @@
+"""The dual encoder of the visual-linguistic matching (vlm) objective.
+
+Paper Section 3, "Pre-Training Objective 2" (late fusion):
+
+  batch --ImageInputEmbedding--> bag [B, S=1+R+T, E] --Encoder (L layers)-->
+        masked mean over S --Linear(P)--> image vector [B, P]
+  decoder_targets [B, L] --TextEmbedding + sinusoidal positions--> [B, L, E]
+        --Encoder (text_encoder_layers)--> masked mean over L --Linear(P)--> text vector [B, P]
+
+  similarity(i, j) = <image_i, text_j>   (dot product, no normalisation)
+
+The caption tokens are `decoder_targets` (y1 .. yn [EOS], 0-padded): the text
+encoder sees the caption and its end marker, never the [BOS] of the decoder
+input, and id 0 marks padding. The TextEmbedding (lookup + MLP) is shared by
+tag words (inside the image bag) and caption tokens, as in the captioner; the
+two Transformer encoders are separate. The temperature tau is a constant from
+the config or, with `learn_temperature`, a parameter `log_temperature`
+(initialised at log(config.temperature); the log keeps tau positive).
+
+The two towers are separate methods, so retrieval encodes a gallery of images
+once and caption queries on their own (cc12m_jax/evaluation/retrieval_eval.py).
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import ml_collections
+
+from cc12m_jax.models import embeddings, layers, transformer
+
+
+def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
+  """x [B, S, E], mask bool [B, S] -> [B, E] mean over valid slots (0 if none)."""
+  weights = mask.astype(jnp.float32)[..., None]  # [B, S, 1]
+  total = (x.astype(jnp.float32) * weights).sum(axis=1)  # [B, E]
+  return total / jnp.maximum(weights.sum(axis=1), 1.0)  # [B, E]
+
+
+def text_encoder_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
+  """The model config with `num_encoder_layers` set to `text_encoder_layers`."""
+  if int(config.text_encoder_layers) < 1:
+    raise ValueError(f"config.model.text_encoder_layers={config.text_encoder_layers} "
+                     "must be >= 1.")
+  text_cfg = ml_collections.ConfigDict(config.to_dict())
+  text_cfg.num_encoder_layers = int(config.text_encoder_layers)
+  return text_cfg
+
+
+class DualEncoder(nn.Module):
+  """Image tower and text tower projected into one P-dimensional space."""
+  config: ml_collections.ConfigDict
+  vocab_size: int
+
+  def setup(self):
+    cfg = self.config
+    if int(cfg.projection_dim) < 1:
+      raise ValueError(f"config.model.projection_dim={cfg.projection_dim} must be >= 1.")
+    if not float(cfg.temperature) > 0:
+      raise ValueError(f"config.model.temperature={cfg.temperature} must be > 0.")
+    dtype = layers.compute_dtype(cfg)
+    self.text_embedding = embeddings.TextEmbedding(cfg, self.vocab_size)
+    self.image_embedding = embeddings.ImageInputEmbedding(cfg, text_embedding=self.text_embedding)
+    self.image_encoder = transformer.Encoder(cfg)
+    self.text_encoder = transformer.Encoder(text_encoder_config(cfg))
+    self.text_dropout = nn.Dropout(cfg.dropout)
+    self.image_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
+    self.text_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
+    if cfg.learn_temperature:
+      self.log_temperature = self.param(
+          "log_temperature", nn.initializers.constant(math.log(float(cfg.temperature))),
+          (), jnp.float32)
+
+  def encode_image(self, batch: Mapping[str, Any], *, train: bool) -> jax.Array:
+    """batch (image keys of docs/architecture.md) -> f32 [B, P]."""
+    vectors, mask = self.image_embedding(batch, train=train)  # [B, S, E], [B, S]
+    encoded = self.image_encoder(vectors, mask, train=train)  # [B, S, E]
+    pooled = masked_mean(encoded, mask)  # [B, E]
+    return self.image_projection(pooled).astype(jnp.float32)  # [B, P]
+
+  def encode_text(self, tokens: jax.Array, *, train: bool) -> jax.Array:
+    """tokens i32 [B, L] (y1 .. yn [EOS], 0 = padding) -> f32 [B, P]."""
+    cfg = self.config
+    mask = tokens != 0  # [B, L]
+    x = self.text_embedding(tokens, train=train)  # [B, L, E]
+    positions = jnp.arange(tokens.shape[1])[None, :]  # [1, L]
+    x = x + transformer.sinusoidal_positions(positions, cfg.emb_dim).astype(x.dtype)
+    x = self.text_dropout(x, deterministic=not train)
+    x = layers.constrain(x, ("batch", "act_length", "act_embed"))
+    encoded = self.text_encoder(x, mask, train=train)  # [B, L, E]
+    pooled = masked_mean(encoded, mask)  # [B, E]
+    return self.text_projection(pooled).astype(jnp.float32)  # [B, P]
+
+  def temperature(self) -> jax.Array:
+    """Scalar tau (learned or fixed)."""
+    if self.config.learn_temperature:
+      return jnp.exp(self.log_temperature)
+    return jnp.asarray(float(self.config.temperature), jnp.float32)
+
+  def __call__(self, batch: Mapping[str, Any], *, train: bool
+               ) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """-> (image vectors f32 [B, P], text vectors f32 [B, P], tau f32 [])."""
+    image = self.encode_image(batch, train=train)
+    text = self.encode_text(batch["decoder_targets"], train=train)
+    return image, text, self.temperature()

@@ -1,0 +1,158 @@
+"""Beam search against exhaustive enumeration and its edge cases."""
+import functools
+import itertools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from cc12m_jax.decoding import beam_search as bs
+from decoding_toys import EOS, PAD, RnnToy
+
+
+def all_sequences(vocab: int, max_len: int):
+  """Every sequence the search may return: words then EOS, or max_len words."""
+  words = [t for t in range(vocab) if t not in (PAD, 1, EOS)]
+  for n in range(max_len + 1):
+    for body in itertools.product(words, repeat=n):
+      if n < max_len:
+        yield list(body) + [EOS]
+      else:
+        yield list(body)
+
+
+def run_beam(toy, batch, **kw):
+  fn = jax.jit(functools.partial(bs.beam_search, batch_size=batch,
+                                 tokens_to_logits=toy.tokens_to_logits, **kw))
+  seqs, scores = fn(toy.init_cache(kw["beam_size"]))
+  return np.asarray(seqs), np.asarray(scores)
+
+
+def strip(seq):
+  seq = list(seq)
+  return seq[:seq.index(EOS) + 1] if EOS in seq else [t for t in seq if t]
+
+
+@pytest.mark.parametrize("alpha", [0.0, 0.6, 2.0])
+def test_wide_beam_equals_exhaustive_ranking(alpha):
+  vocab, max_len, batch = 5, 3, 3  # words {3, 4}: 15 possible sequences
+  toy = RnnToy.create(seed=1, vocab=vocab, hidden=6, batch=batch)
+  cands = list(all_sequences(vocab, max_len))
+  k = len(cands)
+  seqs, scores = run_beam(toy, batch, beam_size=k, alpha=alpha,
+                          max_decode_len=max_len)
+  assert seqs.shape == (batch, k, max_len)
+  for b in range(batch):
+    ref = sorted(((toy.score_sequence(b, c) /
+                   ((5 + len(c)) / 6) ** alpha, c) for c in cands),
+                 key=lambda x: -x[0])
+    got = [strip(s) for s in seqs[b]]
+    assert got[0] == ref[0][1]
+    np.testing.assert_allclose(scores[b], [r[0] for r in ref], rtol=1e-4,
+                               atol=1e-4)
+    assert sorted(map(tuple, got)) == sorted(map(tuple, cands))
+
+
+def test_best_sequence_matches_enumeration_with_larger_vocab():
+  # 3 words, length 3: 40 sequences; width 27 covers every live prefix.
+  vocab, max_len, batch = 6, 3, 2
+  toy = RnnToy.create(seed=7, vocab=vocab, hidden=8, batch=batch)
+  seqs, scores = run_beam(toy, batch, beam_size=27, alpha=0.6,
+                          max_decode_len=max_len)
+  for b in range(batch):
+    best = max(all_sequences(vocab, max_len),
+               key=lambda c: toy.score_sequence(b, c) /
+               ((5 + len(c)) / 6) ** 0.6)
+    assert strip(seqs[b, 0]) == best
+
+
+def test_max_len_means_max_generated_tokens():
+  # EOS strongly discouraged: the best hypotheses use all max_len positions.
+  toy = RnnToy.create(seed=3, vocab=7, hidden=8, batch=2, eos_bias=-50.0)
+  seqs, scores = run_beam(toy, 2, beam_size=4, alpha=0.6, max_decode_len=5)
+  assert seqs.shape == (2, 4, 5)
+  assert np.all(seqs[:, 0] > 2)  # five real tokens, no EOS, no padding
+  for b in range(2):
+    lp = ((5 + 5) / 6) ** 0.6
+    np.testing.assert_allclose(scores[b, 0],
+                               toy.score_sequence(b, list(seqs[b, 0])) / lp,
+                               rtol=1e-5)
+
+
+def test_eos_first_gives_empty_caption_and_padding():
+  toy = RnnToy.create(seed=3, vocab=7, hidden=8, batch=2, eos_bias=50.0)
+  seqs, scores = run_beam(toy, 2, beam_size=3, alpha=0.6, max_decode_len=6)
+  np.testing.assert_array_equal(seqs[:, 0], [[EOS, 0, 0, 0, 0, 0]] * 2)
+  # Scores are sorted best first, and EOS tokens are followed by PAD only.
+  assert np.all(np.diff(scores, axis=1) <= 1e-6)
+  for seq in seqs.reshape(-1, 6):
+    if EOS in seq:
+      assert np.all(seq[list(seq).index(EOS) + 1:] == PAD)
+
+
+def test_max_len_one():
+  toy = RnnToy.create(seed=5, vocab=6, hidden=4, batch=1)
+  seqs, scores = run_beam(toy, 1, beam_size=4, alpha=0.6, max_decode_len=1)
+  assert seqs.shape == (1, 4, 1)
+  ref = sorted(([t] for t in (2, 3, 4, 5)),
+               key=lambda c: -toy.score_sequence(0, c))
+  assert [list(s) for s in seqs[0]] == ref
+
+
+def test_never_generates_pad_or_bos():
+  toy = RnnToy.create(seed=2, vocab=6, hidden=4, batch=2)
+  toy.out[:, [0, 1]] += 100.0  # the model loves PAD and BOS
+  seqs, _ = run_beam(toy, 2, beam_size=3, alpha=0.6, max_decode_len=4)
+  for seq in seqs.reshape(-1, 4):
+    body = strip(seq)
+    assert 0 not in body and 1 not in body and len(body) >= 1
+
+
+def test_batch_elements_decode_independently():
+  toy = RnnToy.create(seed=11, vocab=9, hidden=8, batch=4)
+  seqs, scores = run_beam(toy, 4, beam_size=3, alpha=0.6, max_decode_len=6)
+  one = jax.jit(functools.partial(bs.beam_search, batch_size=1,
+                                  tokens_to_logits=toy.tokens_to_logits,
+                                  beam_size=3, alpha=0.6, max_decode_len=6))
+  for b in range(4):
+    s1, sc1 = one({"h": jnp.repeat(jnp.asarray(toy.memory[b:b + 1]), 3, 0)})
+    np.testing.assert_array_equal(s1[0], seqs[b])
+    np.testing.assert_allclose(sc1[0], scores[b], rtol=1e-5)
+
+
+def test_early_stop_does_not_change_result():
+  # Early termination is sound: same answer as with it disabled (alpha=0
+  # makes the bound tight, so the search does stop early here).
+  toy = RnnToy.create(seed=4, vocab=8, hidden=8, batch=3, eos_bias=3.0)
+  seqs, scores = run_beam(toy, 3, beam_size=3, alpha=0.0, max_decode_len=10)
+  for b in range(3):
+    for s, sc in zip(seqs[b], scores[b]):
+      np.testing.assert_allclose(sc, toy.score_sequence(b, strip(s)),
+                                 rtol=1e-5)
+
+
+def test_bad_arguments_raise():
+  toy = RnnToy.create(seed=0, vocab=5, hidden=2, batch=1)
+  with pytest.raises(ValueError, match="alpha"):
+    bs.beam_search(toy.init_cache(2), toy.tokens_to_logits, 1, beam_size=2,
+                   alpha=-1.0, max_decode_len=3)
+  with pytest.raises(ValueError, match="max_decode_len"):
+    bs.beam_search(toy.init_cache(2), toy.tokens_to_logits, 1, beam_size=2,
+                   alpha=0.6, max_decode_len=0)
+
+
+def test_jit_under_data_sharding_matches_single_device():
+  devices = np.array(jax.devices()[:4])
+  mesh = jax.sharding.Mesh(devices, ("data",))
+  spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+  toy = RnnToy.create(seed=8, vocab=7, hidden=8, batch=4)
+  cache = jax.device_put(toy.init_cache(2), spec)
+  fn = jax.jit(functools.partial(bs.beam_search, batch_size=4,
+                                 tokens_to_logits=toy.tokens_to_logits,
+                                 beam_size=2, alpha=0.6, max_decode_len=5))
+  seqs, scores = fn(cache)
+  ref_seqs, ref_scores = run_beam(toy, 4, beam_size=2, alpha=0.6,
+                                  max_decode_len=5)
+  np.testing.assert_array_equal(np.asarray(seqs), ref_seqs)
+  np.testing.assert_allclose(np.asarray(scores), ref_scores, rtol=1e-5)

@@ -1,0 +1,62 @@
+"""Small building blocks with logical axis names on every parameter.
+
+`dense(...)` is nn.Dense with partitioned kernel/bias; `constrain` names the
+axes of an activation so the sharding rules (cc12m_jax/sharding.py) apply.
+Parameters stay float32; `dtype` is the compute dtype (bf16 optional).
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import flax.linen as nn
+import jax.numpy as jnp
+
+DEFAULT_KERNEL_INIT = nn.initializers.xavier_uniform()
+
+
+def dense(features: int, names: tuple[str, str], dtype: Any, name: str | None = None,
+          use_bias: bool = True, kernel_init=DEFAULT_KERNEL_INIT) -> nn.Dense:
+  """nn.Dense whose kernel [in, out] carries logical axis names `names`."""
+  return nn.Dense(
+      features,
+      use_bias=use_bias,
+      dtype=dtype,
+      param_dtype=jnp.float32,
+      kernel_init=nn.with_logical_partitioning(kernel_init, names),
+      bias_init=nn.with_logical_partitioning(nn.initializers.zeros, (names[1],)),
+      name=name)
+
+
+def layer_norm(dtype: Any, name: str | None = None) -> nn.LayerNorm:
+  return nn.LayerNorm(
+      dtype=dtype,
+      param_dtype=jnp.float32,
+      scale_init=nn.with_logical_partitioning(nn.initializers.ones, ("embed",)),
+      bias_init=nn.with_logical_partitioning(nn.initializers.zeros, ("embed",)),
+      name=name)
+
+
+def constrain(x, names: Sequence[str | None]):
+  """Sharding constraint by logical names (no-op outside a rules context/mesh)."""
+  return nn.with_logical_constraint(x, tuple(names))
+
+
+def compute_dtype(config) -> Any:
+  name = str(config.compute_dtype)
+  if name not in ("float32", "bfloat16"):
+    raise ValueError(f"config.model.compute_dtype={name!r}: use 'float32' or 'bfloat16'.")
+  return jnp.bfloat16 if name == "bfloat16" else jnp.float32
+
+
+class MlpBlock(nn.Module):
+  """Linear(E) -> ReLU -> Dropout -> Linear(E): the paper's input MLPs."""
+  features: int
+  dropout_rate: float
+  dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x, *, train: bool):
+    x = dense(self.features, ("embed", "mlp"), self.dtype, name="hidden")(x)
+    x = nn.relu(x)
+    x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+    return dense(self.features, ("mlp", "embed"), self.dtype, name="output")(x)

@@ -105,6 +105,13 @@ def train_config() -> ml_collections.ConfigDict:
   c.init_step = -1          # -1: latest step in init_from
   c.seed = 0
   c.distributed = False     # call jax.distributed.initialize()
+  c.async_checkpointing = True
+  # Write <workdir>/batch_digests.jsonl (one checksum of each step's batch) so
+  # two runs can be shown to have seen the same examples. Syncs every step.
+  c.record_batch_digests = False
+  # Fault injection for resume tests: SIGKILL the process right after this
+  # step (once its checkpoint, if any, is durable). -1: never.
+  c.fault_kill_at_step = -1
   return c
 
 

@@ -1,0 +1,140 @@
+"""orbax checkpoints of the train state plus the input iterator's position.
+
+Layout under the workdir (local disk or gs://):
+  checkpoints/<step>/state/...      params, opt_state, step, rng (orbax, async)
+  input_state/<step>/...            TrainIterator.save(): one file per host
+
+The input position is written (synchronously) *before* the orbax save of the
+same step starts, and a step counts as restorable only when both exist, so a
+crash between the two falls back to the previous complete step. Restoring
+onto a different mesh shape only needs the target shardings.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+import jax
+import orbax.checkpoint as ocp
+from etils import epath
+
+STATE_ITEM = "state"
+
+
+def _abstract(tree: Any, shardings: Any) -> Any:
+  return jax.tree_util.tree_map(
+      lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
+
+
+class Checkpointer:
+  """Keeps the last `keep` steps of `checkpoints/` and `input_state/` in `workdir`."""
+
+  def __init__(self, workdir: str, *, keep: int, use_async: bool = True):
+    self.directory = epath.Path(workdir) / "checkpoints"
+    self.input_directory = epath.Path(workdir) / "input_state"
+    self.manager = ocp.CheckpointManager(
+        self.directory,
+        item_names=(STATE_ITEM,),
+        options=ocp.CheckpointManagerOptions(
+            max_to_keep=keep, create=True, enable_async_checkpointing=use_async))
+
+  def _input_dir(self, step: int) -> epath.Path:
+    return self.input_directory / str(step)
+
+  def restorable_steps(self) -> list[int]:
+    steps = self.manager.all_steps()
+    return sorted(s for s in steps if self._input_dir(s).exists())
+
+  def latest_step(self) -> int | None:
+    steps = self.restorable_steps()
+    return steps[-1] if steps else None
+
+  def save(self, step: int, state: Mapping[str, Any], train_iter: Any) -> None:
+    """Writes the iterator position, then starts the (async) state save."""
+    input_dir = self._input_dir(step)
+    input_dir.mkdir(parents=True, exist_ok=True)
+    train_iter.save(str(input_dir))
+    self.manager.save(step, args=ocp.args.Composite(**{STATE_ITEM: ocp.args.PyTreeSave(dict(state))}))
+    self._prune_input_states(keep_also=step)
+
+  def _prune_input_states(self, keep_also: int) -> None:
+    if jax.process_index() != 0 or not self.input_directory.exists():
+      return
+    kept = set(self.manager.all_steps()) | {keep_also}
+    for child in self.input_directory.iterdir():
+      if child.name.isdigit() and int(child.name) not in kept:
+        child.rmtree()
+
+  def restore(self, step: int, target: Mapping[str, Any], shardings: Mapping[str, Any],
+              train_iter: Any | None) -> dict:
+    """Restores `step` onto `shardings` (any mesh) and repositions `train_iter`."""
+    abstract = _abstract(dict(target), dict(shardings))
+    restore_args = ocp.checkpoint_utils.construct_restore_args(abstract)
+    restored = self.manager.restore(step, args=ocp.args.Composite(**{
+        STATE_ITEM: ocp.args.PyTreeRestore(item=abstract, restore_args=restore_args)}))
+    if train_iter is not None:
+      train_iter.restore(str(self._input_dir(step)))
+    return dict(restored[STATE_ITEM])
+
+  def wait(self) -> None:
+    self.manager.wait_until_finished()
+
+  def close(self) -> None:
+    self.manager.wait_until_finished()
+    self.manager.close()
+
+
+class InitFromError(ValueError):
+  """A pre-trained checkpoint does not fit the model being fine-tuned."""
+
+
+def load_pretrained_params(init_from: str, step: int, target_params: Any,
+                           param_shardings: Any) -> tuple[Any, int]:
+  """Parameters of `init_from/checkpoints/<step>` (step -1: latest), checked against the model.
+
+  Every model parameter must exist in the checkpoint with the same shape; a
+  difference in the vocabulary dimension is reported as a vocabulary
+  mismatch. Optimizer state and step are not loaded.
+  """
+  directory = epath.Path(init_from)
+  if (directory / "checkpoints").exists():
+    directory = directory / "checkpoints"
+  if not directory.exists():
+    raise InitFromError(f"config.train.init_from={init_from!r}: no such checkpoint directory.")
+  manager = ocp.CheckpointManager(directory, item_names=(STATE_ITEM,))
+  steps = manager.all_steps()
+  if not steps:
+    raise InitFromError(f"config.train.init_from={init_from!r}: no checkpoint steps in {directory}.")
+  if step < 0:
+    step = max(steps)
+  elif step not in steps:
+    raise InitFromError(f"config.train.init_step={step} not in {init_from!r} (has {sorted(steps)}).")
+  saved = manager.item_metadata(step)[STATE_ITEM]["params"]
+  _check_param_shapes(saved, target_params, init_from)
+  abstract = _abstract({"params": target_params}, {"params": param_shardings})
+  restore_args = ocp.checkpoint_utils.construct_restore_args(abstract)
+  restored = manager.restore(step, args=ocp.args.Composite(**{
+      STATE_ITEM: ocp.args.PyTreeRestore(item=abstract, restore_args=restore_args,
+                                         partial_restore=True)}))
+  manager.close()
+  params = restored[STATE_ITEM]["params"]
+  names = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(params)]
+  logging.info("Loaded %d parameter arrays from %s step %d:\n  %s", len(names), init_from, step,
+               "\n  ".join(names))
+  return params, step
+
+
+def _check_param_shapes(saved: Any, target: Any, source: str) -> None:
+  saved_flat = {jax.tree_util.keystr(p): tuple(v.shape)
+                for p, v in jax.tree_util.tree_leaves_with_path(saved)}
+  errors = []
+  for path, leaf in jax.tree_util.tree_leaves_with_path(target):
+    name = jax.tree_util.keystr(path)
+    if name not in saved_flat:
+      errors.append(f"{name}: missing in checkpoint")
+    elif saved_flat[name] != tuple(leaf.shape):
+      kind = ("vocabulary mismatch" if ("text_embedding" in name and "lookup" in name)
+              or "logits_projection" in name else "shape mismatch")
+      errors.append(f"{name}: {kind}: checkpoint {saved_flat[name]} vs model {tuple(leaf.shape)}")
+  if errors:
+    raise InitFromError(f"Cannot initialise from {source!r}:\n  " + "\n  ".join(errors))

@@ -1,0 +1,24 @@
+"""Fine-tunes the synthetic pre-trained captioner on COCO-style records.
+
+Needs `--config.train.init_from=<synthetic_pretrain workdir>`. The paper's
+fine-tuning learning rates are tiny fractions of pre-training; with this few
+steps a larger one is needed to move at all.
+"""
+import ml_collections
+
+from configs import synthetic_pretrain
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = synthetic_pretrain.get_config()
+  config.mode = "finetune"
+  config.data.train_sources = "coco_train"
+  config.data.exclude_ids_of = ""
+  config.data.eval_sources = "coco_val,nocaps_val"
+  config.optim.learning_rate = 3e-4
+  config.optim.warmup_steps = 50
+  config.optim.decay_steps = 100
+  config.train.num_train_steps = 500
+  config.train.checkpoint_every_steps = 250
+  config.eval.selection_metric = "out-domain/CIDEr"
+  return config

@@ -1,0 +1,42 @@
+"""Small ic pre-training on the synthetic world's CC12M-style records.
+
+Sized to learn the synthetic concepts in a few minutes on 2 CPU cores
+(generate the data first: `cc12m-generate-synthetic`, into data/synthetic).
+"""
+import ml_collections
+
+from configs import base
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = base.get_config()
+  config.mode = "pretrain"
+  config.data.data_dir = "data/synthetic"
+  config.data.train_sources = "cc12m"
+  config.data.train_weights = "1.0"
+  config.data.train_fractions = "1.0"
+  config.data.exclude_ids_of = "cc3m"
+  config.data.eval_sources = "nocaps_val"
+  config.data.global_batch_size = 64
+  config.data.eval_global_batch_size = 64
+  config.data.max_caption_length = 24
+  config.data.shuffle_buffer = 2_000
+  config.model.emb_dim = 128
+  config.model.num_heads = 4
+  config.model.mlp_dim = 256
+  config.model.num_encoder_layers = 2
+  config.model.num_decoder_layers = 2
+  config.model.input_dropout = 0.1
+  config.model.dropout = 0.1
+  config.model.attention_dropout = 0.0
+  config.optim.learning_rate = 1e-3
+  config.optim.warmup_steps = 100
+  config.optim.decay_steps = 200
+  config.optim.decay_rate = 0.95
+  config.train.num_train_steps = 1_500
+  config.train.log_every_steps = 50
+  config.train.checkpoint_every_steps = 500
+  config.train.keep_checkpoints = 2
+  config.decode.max_decode_len = 24
+  config.mesh.data = -1
+  return config

@@ -1,0 +1,72 @@
+r"""Runs the curation pipeline.
+
+python -m cc12m_jax.curation.run --config=configs/curation_cc12m.py \
+    --config.input='raw/*.parquet' --config.output_dir=out/cc12m \
+    [--config.exclude='out/cc3m/kept-*.jsonl'] [Beam pipeline args, e.g.
+    --runner=DataflowRunner --project=... --temp_location=gs://...]
+
+Unrecognised flags are handed to Beam's PipelineOptions. Without --runner the
+config's beam section picks the DirectRunner in multi-process mode. At the end
+the counts table is printed and written to <output_dir>/counts.md; a count gap
+(input != kept + rejections) is an error.
+"""
+import logging
+import os
+import sys
+from typing import Optional, Sequence
+
+from absl import app
+from absl import flags
+import apache_beam as beam
+from apache_beam.options.pipeline_options import DirectOptions
+from apache_beam.options.pipeline_options import PipelineOptions
+from apache_beam.options.pipeline_options import StandardOptions
+import ml_collections
+from ml_collections import config_flags
+
+from cc12m_jax.curation import config as config_lib
+from cc12m_jax.curation import pipeline
+from cc12m_jax.curation import report
+
+_CONFIG = config_flags.DEFINE_config_file("config", None, "Curation config file.")
+
+
+def pipeline_options(config: ml_collections.ConfigDict,
+                     beam_args: Sequence[str] = ()) -> PipelineOptions:
+  """Beam options: explicit beam_args win over the config's beam section."""
+  options = PipelineOptions(list(beam_args))
+  if not any(a.startswith("--runner") for a in beam_args):
+    options.view_as(StandardOptions).runner = config.beam.runner
+    direct = options.view_as(DirectOptions)
+    direct.direct_running_mode = config.beam.direct_running_mode
+    direct.direct_num_workers = config.beam.direct_num_workers or os.cpu_count() or 1
+  return options
+
+
+def run_curation(config: ml_collections.ConfigDict,
+                 beam_args: Sequence[str] = ()) -> dict[str, int]:
+  """Runs the pipeline to completion; returns the reconciled counts."""
+  config_lib.validate(config)
+  os.makedirs(config.output_dir, exist_ok=True) if "://" not in config.output_dir else None
+  with beam.Pipeline(options=pipeline_options(config, beam_args)) as p:
+    pipeline.build_and_write(p, config)
+  counts = report.read_counts(config.output_dir)
+  report.check(counts)
+  with open(os.path.join(config.output_dir, "counts.md"), "w", encoding="utf-8") as f:
+    f.write(f"# Curation counts ({config.preset} preset)\n\n{report.table(counts)}\n")
+  return counts
+
+
+def main(argv: Sequence[str]) -> None:
+  counts = run_curation(_CONFIG.value, argv[1:])
+  print(report.table(counts))
+
+
+def _parse_flags(argv: list[str]) -> list[str]:
+  """absl parses ours; everything it does not know goes to Beam."""
+  return flags.FLAGS(argv, known_only=True)
+
+
+if __name__ == "__main__":
+  logging.getLogger().setLevel(logging.INFO)
+  app.run(main, flags_parser=_parse_flags)

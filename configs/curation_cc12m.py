@@ -1,0 +1,11 @@
+"""CC12M curation preset (paper Section 2.2): relaxed filters, <PERSON> only.
+
+python -m cc12m_jax.curation.run --config=configs/curation_cc12m.py \
+    --config.input='raw/*.parquet' --config.output_dir=out/cc12m \
+    --config.exclude='out/cc3m/kept-*.jsonl'
+"""
+from cc12m_jax.curation import config as curation_config
+
+
+def get_config():
+  return curation_config.preset_config("cc12m")

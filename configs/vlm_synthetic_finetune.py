@@ -1,0 +1,25 @@
+"""Fine-tunes the synthetic vlm model on the synthetic Flickr train split.
+
+Needs `--config.train.init_from=<vlm_synthetic_pretrain workdir>`; then
+`--config.mode=evaluate --config.train.init_from=<this workdir>` selects the
+checkpoint on flickr_val and reports flickr_test.
+"""
+import ml_collections
+
+from configs import vlm_synthetic_pretrain
+
+
+def get_config() -> ml_collections.ConfigDict:
+  config = vlm_synthetic_pretrain.get_config()
+  config.mode = "finetune"
+  config.data.train_sources = "flickr_train"
+  config.data.exclude_ids_of = ""
+  config.data.eval_sources = "flickr_val,flickr_test"
+  config.eval.selection_metric = "image_retrieval/R@1"
+  config.optim.learning_rate = 1e-4
+  config.optim.warmup_steps = 20
+  config.optim.decay_steps = 100
+  config.train.num_train_steps = 300
+  config.train.checkpoint_every_steps = 100
+  config.train.keep_checkpoints = 3
+  return config

@@ -1,0 +1,67 @@
+"""Per-source metadata: `<data_dir>/<source>/metadata.json` beside the shards.
+
+The feature dimension D is a property of the data (the detector that made
+it), so models read it from here rather than from a config.
+"""
+import dataclasses
+import json
+import os
+
+import tensorflow as tf
+
+METADATA_FILE = "metadata.json"
+SHARD_PREFIX = "records.tfrecord"
+
+
+@dataclasses.dataclass
+class DatasetMetadata:
+  source: str
+  feature_dim: int
+  num_records: int
+  num_captions: int
+  num_shards: int
+  max_regions: int = 16
+  max_tags: int = 16
+  format_version: int = 1
+  description: str = ""
+
+
+def source_dir(data_dir: str, source: str) -> str:
+  return os.path.join(data_dir, source)
+
+
+def shard_prefix(data_dir: str, source: str) -> str:
+  return os.path.join(source_dir(data_dir, source), SHARD_PREFIX)
+
+
+def write_metadata(data_dir: str, metadata: DatasetMetadata) -> str:
+  path = os.path.join(source_dir(data_dir, metadata.source), METADATA_FILE)
+  tf.io.gfile.makedirs(os.path.dirname(path))
+  with tf.io.gfile.GFile(path, "w") as f:
+    f.write(json.dumps(dataclasses.asdict(metadata), indent=2, sort_keys=True)
+            + "\n")
+  return path
+
+
+def load_metadata(data_dir: str, source: str) -> DatasetMetadata:
+  path = os.path.join(source_dir(data_dir, source), METADATA_FILE)
+  if not tf.io.gfile.exists(path):
+    raise FileNotFoundError(
+        f"no metadata for source {source!r}: {path} does not exist "
+        f"(generate data with `python -m cc12m_jax.data.synthetic.generate`)")
+  with tf.io.gfile.GFile(path) as f:
+    raw = json.load(f)
+  names = {f.name for f in dataclasses.fields(DatasetMetadata)}
+  unknown = sorted(set(raw) - names)
+  if unknown:
+    raise ValueError(f"{path}: unknown metadata keys {unknown}")
+  return DatasetMetadata(**raw)
+
+
+def shard_files(data_dir: str, source: str) -> list[str]:
+  """Sorted shard paths of a source; an error naming the source if none."""
+  pattern = shard_prefix(data_dir, source) + "-*-of-*"
+  files = sorted(tf.io.gfile.glob(pattern))
+  if not files:
+    raise FileNotFoundError(f"source {source!r}: no shards match {pattern}")
+  return files

@@ -1,0 +1,321 @@
+"""Feature records: the tf.train.Example schema, its writer and batch parser.
+
+The schema is documented in docs/record_format.md. Float arrays are stored as
+raw little-endian float32 bytes (one bytes feature per array), because
+`tf.io.decode_raw` on a batch is many times faster than parsing FloatLists.
+
+Parsing is done on *batches* of serialized records (`parse_batch`), and every
+record gets a reason code (0 = good) computed in-graph. `RecordValidator`
+turns those codes into a keep-mask: strict mode raises naming the record and
+reason; lenient mode counts skipped records per reason in tf.Variables (the
+counts survive into Python through `RecordValidator.counts()`).
+"""
+import dataclasses
+import os
+from typing import Iterable, Iterator, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+MAX_REGIONS = 16
+MAX_TAGS = 16
+FORMAT_VERSION = 1
+
+# nocaps domain label <-> the `domain` int of the batch contract.
+DOMAIN_IDS = {"": 0, "in-domain": 1, "near-domain": 2, "out-domain": 3}
+
+# Reason codes of a record; 0 is a good record. Order = checking priority
+# (a record missing a field is reported as missing, not as wrongly shaped).
+REASONS = ("ok", "missing_field", "wrong_shape", "non_finite",
+           "box_out_of_range", "empty_caption", "bad_domain")
+REASON_IDS = {name: i for i, name in enumerate(REASONS)}
+BAD_REASONS = REASONS[1:]
+
+
+class BadRecordError(ValueError):
+  """A record failed validation in strict mode."""
+
+
+@dataclasses.dataclass
+class FeatureRecord:
+  """One image with its features, tags and captions (host-side, numpy)."""
+  image_id: str
+  source: str
+  global_feature: np.ndarray   # f32 [D]
+  region_features: np.ndarray  # f32 [N, D], N <= 16
+  region_boxes: np.ndarray     # f32 [N, 4]: x1, y1, x2, y2 in [0, 1]
+  tags: Sequence[str]          # <= 16 tag strings
+  tag_scores: np.ndarray       # f32 [len(tags)]
+  captions: Sequence[str]      # one or more
+  width: int
+  height: int
+  domain: str = ""             # '' or a nocaps domain label
+
+
+def _bytes(values: Iterable[bytes]) -> tf.train.Feature:
+  return tf.train.Feature(bytes_list=tf.train.BytesList(value=list(values)))
+
+
+def _int(value: int) -> tf.train.Feature:
+  return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(value)]))
+
+
+def _raw_f32(array: np.ndarray) -> tf.train.Feature:
+  return _bytes([np.asarray(array, dtype="<f4").tobytes()])
+
+
+def record_to_example(record: FeatureRecord) -> tf.train.Example:
+  """Serializes as given: shapes are not checked here (the parser checks)."""
+  region_features = np.asarray(record.region_features, dtype="<f4")
+  num_regions = region_features.shape[0] if region_features.ndim else 0
+  feature = {
+      "image_id": _bytes([record.image_id.encode()]),
+      "source": _bytes([record.source.encode()]),
+      "global_feature": _raw_f32(record.global_feature),
+      "num_regions": _int(num_regions),
+      "region_features": _raw_f32(region_features),
+      "region_boxes": _raw_f32(record.region_boxes),
+      "tags": _bytes([t.encode() for t in record.tags]),
+      "tag_scores": _raw_f32(record.tag_scores),
+      "captions": _bytes([c.encode() for c in record.captions]),
+      "domain": _bytes([record.domain.encode()]),
+      "width": _int(record.width),
+      "height": _int(record.height),
+  }
+  return tf.train.Example(features=tf.train.Features(feature=feature))
+
+
+def shard_paths(path_prefix: str, num_shards: int) -> list[str]:
+  return [f"{path_prefix}-{i:05d}-of-{num_shards:05d}"
+          for i in range(num_shards)]
+
+
+def write_records(path_prefix: str, records: Iterable[FeatureRecord],
+                  num_shards: int) -> list[str]:
+  """Writes records round-robin into `num_shards` TFRecord files.
+
+  Files are `<path_prefix>-00000-of-0000N`; record i goes to shard i % N, so
+  the output is a pure function of the input order. Returns the paths.
+  """
+  if num_shards < 1:
+    raise ValueError(f"num_shards must be >= 1, got {num_shards}")
+  os.makedirs(os.path.dirname(path_prefix) or ".", exist_ok=True)
+  paths = shard_paths(path_prefix, num_shards)
+  writers = [tf.io.TFRecordWriter(p) for p in paths]
+  try:
+    for i, record in enumerate(records):
+      writers[i % num_shards].write(record_to_example(record).SerializeToString())
+  finally:
+    for w in writers:
+      w.close()
+  return paths
+
+
+# ---------------------------------------------------------------- parsing ---
+
+# Scalars get sentinel defaults so an absent key is told apart from a value.
+_MISSING_STR = ""
+_MISSING_INT = -1
+
+
+def _features_spec() -> dict:
+  s = tf.io.FixedLenFeature([], tf.string, default_value=_MISSING_STR)
+  i = tf.io.FixedLenFeature([], tf.int64, default_value=_MISSING_INT)
+  return {
+      "image_id": s, "source": s, "global_feature": s, "num_regions": i,
+      "region_features": s, "region_boxes": s, "tag_scores": s, "domain": s,
+      "width": i, "height": i,
+      "tags": tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int32),
+      "captions": tf.io.RaggedFeature(tf.string, row_splits_dtype=tf.int32),
+  }
+
+
+def _decode_f32(raw: tf.Tensor, num_values: int) -> tf.Tensor:
+  """raw bytes [B] -> f32 [B, num_values]; zero-padded / truncated."""
+  return tf.io.decode_raw(raw, tf.float32, little_endian=True,
+                          fixed_length=4 * num_values)
+
+
+def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
+                max_regions: int = MAX_REGIONS,
+                max_tags: int = MAX_TAGS) -> dict:
+  """Parses a batch of serialized records into fixed shapes.
+
+  Args:
+    serialized: tf.string [B].
+    feature_dim: D, from the source's metadata.json.
+
+  Returns a dict of tensors (B = batch, R = max_regions, T = max_tags):
+    image_id str [B], source str [B], global_feature f32 [B, D],
+    region_features f32 [B, R, D], region_boxes f32 [B, R, 5] (x1 y1 x2 y2
+    area), region_mask bool [B, R], tags str [B, T], tag_mask bool [B, T],
+    tag_scores f32 [B, T], captions RaggedTensor str [B, (C)], domain i32 [B],
+    width / height i32 [B], reason i32 [B] (index into REASONS, 0 = good).
+  Padded regions and tags are zero. Bad records still get (meaningless)
+  values; use `reason` (see RecordValidator) to drop them.
+  """
+  d, r, t = feature_dim, max_regions, max_tags
+  ex = tf.io.parse_example(serialized, _features_spec())
+  batch = tf.shape(serialized)[0]
+
+  num_regions = tf.cast(ex["num_regions"], tf.int32)                  # [B]
+  n = tf.clip_by_value(num_regions, 0, r)                             # [B]
+  global_feature = tf.reshape(_decode_f32(ex["global_feature"], d), [-1, d])
+  region_features = tf.reshape(_decode_f32(ex["region_features"], r * d),
+                               [-1, r, d])                            # [B,R,D]
+  boxes = tf.reshape(_decode_f32(ex["region_boxes"], r * 4), [-1, r, 4])
+  region_mask = tf.sequence_mask(n, r)                                # [B,R]
+  # decode_raw zero-pads, so padded regions are already zero; records whose
+  # byte lengths disagree with num_regions are flagged wrong_shape below.
+  area = ((boxes[..., 2] - boxes[..., 0]) *
+          (boxes[..., 3] - boxes[..., 1]))                            # [B,R]
+  region_boxes = tf.concat([boxes, area[..., None]], axis=-1)         # [B,R,5]
+
+  tags_ragged = ex["tags"]                                            # [B,(M)]
+  num_tags = tags_ragged.row_lengths()                                # [B]
+  tags = tags_ragged[:, :t].to_tensor(default_value="", shape=[None, t])
+  tag_mask = tf.sequence_mask(tf.minimum(num_tags, t), t)             # [B,T]
+  tag_scores = _decode_f32(ex["tag_scores"], t) * tf.cast(tag_mask, tf.float32)
+
+  captions = ex["captions"]                                           # [B,(C)]
+  num_captions = captions.row_lengths()                               # [B]
+  domain_ids = tf.constant(list(DOMAIN_IDS.values()), tf.int32)
+  domain_table = tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(
+          tf.constant(list(DOMAIN_IDS.keys())), domain_ids), default_value=-1)
+  domain = domain_table.lookup(ex["domain"])                          # [B]
+
+  # ---- reason codes, in priority order (first failing check wins).
+  length = tf.strings.length
+  missing = ((ex["image_id"] == _MISSING_STR) | (ex["source"] == _MISSING_STR)
+             | (ex["global_feature"] == _MISSING_STR)
+             | (ex["num_regions"] == _MISSING_INT)
+             | (ex["width"] == _MISSING_INT) | (ex["height"] == _MISSING_INT)
+             | (num_captions == 0))
+  wrong_shape = ((length(ex["global_feature"]) != 4 * d)
+                 | (num_regions < 0) | (num_regions > r)
+                 | (length(ex["region_features"]) != 4 * d * num_regions)
+                 | (length(ex["region_boxes"]) != 16 * num_regions)
+                 | (num_tags > t)
+                 | (length(ex["tag_scores"]) != 4 * tf.cast(num_tags, tf.int32))
+                 | (ex["width"] <= 0) | (ex["height"] <= 0))
+  finite = lambda x, axes: tf.reduce_all(tf.math.is_finite(x), axis=axes)
+  non_finite = ~(finite(global_feature, [1]) & finite(region_features, [1, 2])
+                 & finite(boxes, [1, 2]) & finite(tag_scores, [1]))
+  bad_box = ((boxes < 0.0) | (boxes > 1.0))
+  bad_box = tf.reduce_any(bad_box, axis=[1, 2]) | tf.reduce_any(
+      region_mask & ((boxes[..., 2] < boxes[..., 0]) |
+                     (boxes[..., 3] < boxes[..., 1])), axis=1)
+  stripped = tf.strings.strip(captions.flat_values)
+  empty_caption = tf.reduce_any(
+      captions.with_flat_values(stripped == ""), axis=1)
+  bad_domain = domain < 0
+  checks = [missing, wrong_shape, non_finite, bad_box, empty_caption,
+            bad_domain]
+  reason = tf.zeros([batch], tf.int32)
+  for code in range(len(checks), 0, -1):  # lowest code wins
+    reason = tf.where(checks[code - 1], code, reason)
+
+  return {
+      "image_id": ex["image_id"],
+      "source": ex["source"],
+      "global_feature": global_feature,
+      "region_features": region_features,
+      "region_boxes": region_boxes,
+      "region_mask": region_mask,
+      "tags": tags,
+      "tag_mask": tag_mask,
+      "tag_scores": tag_scores,
+      "captions": captions,
+      "domain": tf.maximum(domain, 0),
+      "width": tf.cast(ex["width"], tf.int32),
+      "height": tf.cast(ex["height"], tf.int32),
+      "reason": reason,
+  }
+
+
+class RecordValidator:
+  """Turns per-record reason codes into a keep-mask, strictly or leniently.
+
+  strict=True: the first bad record in a batch raises (in-graph assertion,
+  re-raised by the iterators as BadRecordError with the record id and reason).
+  strict=False: bad records are dropped and counted per reason in a
+  tf.Variable, so counting works inside parallel tf.data maps; `counts()`
+  reads the totals in Python.
+  """
+
+  def __init__(self, strict: bool):
+    self.strict = strict
+    self._counts = tf.Variable(tf.zeros([len(REASONS)], tf.int64),
+                               trainable=False, name="skip_counts")
+
+  @property
+  def variable(self) -> tf.Variable:
+    return self._counts
+
+  def keep_mask(self, parsed: dict) -> tf.Tensor:
+    """bool [B]: True for good records. Call inside tf.data functions."""
+    reason = parsed["reason"]                                         # [B]
+    good = reason == 0
+    if self.strict:
+      bad = tf.where(~good)[:, 0]
+      first = tf.minimum(tf.reduce_min(tf.concat(
+          [tf.cast(bad, tf.int32), [tf.size(reason)]], 0)),
+                         tf.size(reason) - 1)
+      message = tf.strings.join([
+          "bad record: image_id='", parsed["image_id"][first],
+          "' source='", parsed["source"][first], "' reason=",
+          tf.gather(tf.constant(REASONS), reason[first])])
+      with tf.control_dependencies(
+          [tf.debugging.Assert(tf.reduce_all(good), [message])]):
+        return tf.identity(good)
+    per_reason = tf.math.bincount(reason, minlength=len(REASONS),
+                                  maxlength=len(REASONS), dtype=tf.int64)
+    with tf.control_dependencies([self._counts.assign_add(per_reason)]):
+      return tf.identity(good)
+
+  def counts(self) -> dict[str, int]:
+    """Skipped records so far, by reason (zeros included)."""
+    values = self._counts.numpy()
+    return {name: int(values[REASON_IDS[name]]) for name in BAD_REASONS}
+
+
+def bad_record_error(error: tf.errors.OpError) -> Optional[BadRecordError]:
+  """The BadRecordError inside a tf.data error raised by keep_mask, if any."""
+  text = str(error.message)
+  start = text.find("bad record: ")
+  if start < 0:
+    return None
+  line = text[start:].splitlines()[0].strip().rstrip("]\"' ")
+  return BadRecordError(line)
+
+
+def read_records(paths: Sequence[str], feature_dim: int, *,
+                 batch_size: int = 256) -> Iterator[FeatureRecord]:
+  """Reads records back as FeatureRecords (tests, tools; not the pipeline).
+
+  Raises BadRecordError on the first bad record.
+  """
+  ds = tf.data.TFRecordDataset(list(paths)).batch(batch_size)
+  for serialized in ds:
+    p = parse_batch(serialized, feature_dim)
+    p = {k: (v.to_list() if isinstance(v, tf.RaggedTensor) else v.numpy())
+         for k, v in p.items()}
+    for i in range(len(p["image_id"])):
+      if p["reason"][i]:
+        raise BadRecordError(
+            f"bad record: image_id={p['image_id'][i].decode()!r} "
+            f"reason={REASONS[p['reason'][i]]}")
+      n = int(p["region_mask"][i].sum())
+      m = int(p["tag_mask"][i].sum())
+      yield FeatureRecord(
+          image_id=p["image_id"][i].decode(),
+          source=p["source"][i].decode(),
+          global_feature=p["global_feature"][i],
+          region_features=p["region_features"][i, :n],
+          region_boxes=p["region_boxes"][i, :n, :4],
+          tags=[x.decode() for x in p["tags"][i, :m]],
+          tag_scores=p["tag_scores"][i, :m],
+          captions=[c.decode() for c in p["captions"][i]],
+          width=int(p["width"][i]), height=int(p["height"][i]),
+          domain={v: k for k, v in DOMAIN_IDS.items()}[int(p["domain"][i])])

@@ -92,10 +92,10 @@ class _Writer:
   def write(self, c1: str, c2: str) -> tuple[str, str]:
     adj, scene, pick = self.pick(ADJECTIVES), self.pick(SCENES), self.pick
     styles = (
-        ("descriptive", 9), ("person", 9), ("place", 6), ("dated", 6), ("brand", 5),
-        ("hashtag", 17), ("long", 13), ("title_case", 10), ("junk_file", 3),
+        ("descriptive", 6), ("person", 8), ("place", 4), ("dated", 4), ("brand", 3),
+        ("hashtag", 19), ("long", 15), ("title_case", 11), ("junk_file", 3),
         ("shouting", 2), ("foreign", 3), ("spam", 2), ("unrelated", 3), ("html", 3),
-        ("emoji", 3), ("opinion", 6), ("two_words", 2))
+        ("emoji", 3), ("opinion", 7), ("two_words", 2))
     weights = np.array([w for _, w in styles], dtype=np.float64)
     style = styles[self.rng.choice(len(styles), p=weights / weights.sum())][0]
     if style == "descriptive":
@@ -166,14 +166,16 @@ def image_bytes(fmt: str, width: int, height: int, color: tuple[int, int, int]) 
 
 
 def generate_pool(num_candidates: int, *, num_concepts: int = 200, seed: int = 0,
-                  bytes_fraction: float = 0.25) -> tuple[list[dict[str, Any]], dict[str, str]]:
+                  bytes_fraction: float = 0.25, zipf_exponent: float = 0.7) -> tuple[list[dict[str, Any]], dict[str, str]]:
   """Returns (raw candidate dicts, hypernym table for brands/characters).
 
   Candidates with bytes carry `image_bytes` (raw bytes); the others claim
-  `format`, `width`, `height`. Deterministic in (num_candidates, num_concepts, seed).
+  `format`, `width`, `height`. Concepts are drawn with Zipf exponent
+  `zipf_exponent` (below 1: a heavier tail, like web alt-text). Deterministic
+  in the arguments.
   """
   rng = np.random.default_rng(seed)
-  inventory = concepts_lib.build_inventory(num_concepts, seed)
+  inventory = concepts_lib.build_inventory(num_concepts, seed, zipf_exponent=zipf_exponent)
   freqs = np.array([c.frequency for c in inventory])
   freqs = freqs / freqs.sum()
   brands = [c.name for c in inventory if c.hypernym == "brand"] or ["acme"]
@@ -251,6 +253,7 @@ _NUM_CONCEPTS = flags.DEFINE_integer("num_concepts", 200, "Concept inventory siz
 _NUM_SHARDS = flags.DEFINE_integer("num_shards", 8, "Output shards.")
 _FORMAT = flags.DEFINE_enum("format", "both", ["jsonl", "parquet", "both"], "Shard format.")
 _SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
+_ZIPF = flags.DEFINE_float("zipf_exponent", 0.7, "Zipf exponent of concept frequencies.")
 _BYTES_FRACTION = flags.DEFINE_float("bytes_fraction", 0.25,
                                      "Share of candidates carrying real image bytes.")
 
@@ -258,7 +261,8 @@ _BYTES_FRACTION = flags.DEFINE_float("bytes_fraction", 0.25,
 def main(argv: Sequence[str]) -> None:
   del argv
   pool, table = generate_pool(_NUM_CANDIDATES.value, num_concepts=_NUM_CONCEPTS.value,
-                              seed=_SEED.value, bytes_fraction=_BYTES_FRACTION.value)
+                              seed=_SEED.value, bytes_fraction=_BYTES_FRACTION.value,
+                              zipf_exponent=_ZIPF.value)
   paths = write_pool(pool, _OUTPUT_DIR.value, _NUM_SHARDS.value, _FORMAT.value)
   table_path = os.path.join(_OUTPUT_DIR.value, "hypernyms.json")
   with open(table_path, "w", encoding="utf-8") as f:

@@ -153,7 +153,12 @@ def synthetic_config() -> ml_collections.ConfigDict:
   c.num_coco_train = 2_000
   c.num_coco_val = 250
   c.num_nocaps_val = 300
-  c.num_flickr = 300
+  c.num_flickr = 300         # split 2/3 train, 1/6 val, 1/6 test
+  c.vocab_size = 4000        # WordPiece vocabulary (upper bound)
+  c.records_per_shard = 1000
+  c.region_noise = 0.5       # std of region-feature noise around prototypes
+  c.cc12m_duplicate_fraction = 0.05   # CC12M records re-using CC3M images
+  c.cc12m_misaligned_fraction = 0.25  # loosely / not aligned alt-texts
   return c
 
 

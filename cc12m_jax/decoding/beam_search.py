@@ -73,16 +73,22 @@ def tile_beams(x: jax.Array, beam_size: int) -> jax.Array:
   return flatten_beams(x)
 
 
+def _leaf_name(path) -> str:
+  last = path[-1] if path else None
+  return str(getattr(last, "key", getattr(last, "name", last)))
+
+
 def gather_beams(tree: Any, beam_indices: jax.Array, batch_size: int,
-                 flat: bool) -> Any:
+                 flat: bool, invariant_keys: tuple[str, ...] = ()) -> Any:
   """Selects beams `beam_indices` [B, N] from every leaf of `tree`.
 
   Leaves are [B, K, ...] (flat=False) or [B*K, ...] (flat=True; the cache);
-  results have N beams. Scalar leaves are returned unchanged.
+  results have N beams. Scalar leaves, and leaves whose key is in
+  `invariant_keys` (equal for all beams of an example), are left unchanged.
   """
 
-  def gather(x):
-    if x.ndim == 0:
+  def gather(path, x):
+    if x.ndim == 0 or _leaf_name(path) in invariant_keys:
       return x
     if flat:
       x = unflatten_beams(x, batch_size)  # [B, K, ...]
@@ -90,7 +96,7 @@ def gather_beams(tree: Any, beam_indices: jax.Array, batch_size: int,
     y = jnp.take_along_axis(x, idx, axis=1)  # [B, N, ...]
     return flatten_beams(y) if flat else y
 
-  return jax.tree_util.tree_map(gather, tree)
+  return jax.tree_util.tree_map_with_path(gather, tree)
 
 
 def mask_disallowed(logits: jax.Array, disallowed_ids: tuple[int, ...]
@@ -131,6 +137,7 @@ def beam_search(init_cache: Cache,
                 eos_id: int = 2,
                 bos_id: int = 1,
                 pad_id: int = 0,
+                beam_invariant_keys: tuple[str, ...] = (),
                 ) -> tuple[jax.Array, jax.Array]:
   """Beam search; returns (sequences int32 [B, K, L], scores f32 [B, K]).
 
@@ -142,6 +149,10 @@ def beam_search(init_cache: Cache,
     alpha: length-penalty exponent (>= 0).
     max_decode_len: L, most generated tokens per sequence, EOS included.
     eos_id, bos_id, pad_id: special ids; PAD and BOS are never generated.
+    beam_invariant_keys: names of cache leaves that are the same for all K
+      beams of an example (e.g. cross-attention keys/values computed from the
+      tiled encoder output); they are not gathered, which saves memory
+      traffic. Naming a leaf that does differ between beams is a bug.
 
   Returns:
     sequences: [B, K, L], best first, generated tokens only (no BOS), the EOS
@@ -202,7 +213,8 @@ def beam_search(init_cache: Cache,
     live_seqs = gather_beams(s.live_seqs, parent, b, flat=False)  # [B,K,1+L]
     live_seqs = jax.lax.dynamic_update_slice_in_dim(
         live_seqs, token[:, :, None], new_len, axis=2)
-    cache = gather_beams(cache, parent, b, flat=True)
+    cache = gather_beams(cache, parent, b, flat=True,
+                         invariant_keys=beam_invariant_keys)
 
     # Finished candidates: each live beam + EOS; at the last step also the
     # live extensions themselves (finished by truncation).

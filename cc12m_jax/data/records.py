@@ -104,7 +104,8 @@ def write_records(path_prefix: str, records: Iterable[FeatureRecord],
   writers = [tf.io.TFRecordWriter(p) for p in paths]
   try:
     for i, record in enumerate(records):
-      writers[i % num_shards].write(record_to_example(record).SerializeToString())
+      writers[i % num_shards].write(
+          record_to_example(record).SerializeToString(deterministic=True))
   finally:
     for w in writers:
       w.close()

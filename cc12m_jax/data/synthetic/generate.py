@@ -1,0 +1,299 @@
+"""Writes the synthetic long-tail world: every source, references, vocabulary.
+
+    python -m cc12m_jax.data.synthetic.generate --config=configs/synthetic_data.py \
+        --output_dir=data/synthetic
+
+Sizes and knobs come from `config.synthetic`; the output directory defaults to
+`config.data.data_dir`. The output is a pure function of the config: every
+record is drawn from its own generator seeded by (seed, source, index), and
+files are written in a fixed order, so the same seed gives the same bytes.
+See docs/synthetic_world.md.
+"""
+import dataclasses
+import json
+import math
+import os
+import sys
+from typing import Callable, Iterator, Sequence
+
+from absl import app
+from absl import flags
+import ml_collections
+from ml_collections import config_flags
+import numpy as np
+import tensorflow as tf
+
+from cc12m_jax.data import metadata as metadata_lib
+from cc12m_jax.data import records as records_lib
+from cc12m_jax.data.synthetic import captions as captions_lib
+from cc12m_jax.data.synthetic import concepts as concepts_lib
+from cc12m_jax.data.synthetic import world as world_lib
+from cc12m_jax.data.text import build_vocab as build_vocab_lib
+from cc12m_jax.data.text import tokenizer as tokenizer_lib
+
+TRAIN_SOURCES = ("cc3m", "cc12m", "coco_train", "flickr_train")
+ALL_SOURCES = ("cc3m", "cc12m", "coco_train", "coco_val", "nocaps_val",
+               "flickr_train", "flickr_val", "flickr_test")
+# Sources whose captions make the vocabulary (the training corpora).
+VOCAB_SOURCES = TRAIN_SOURCES
+_SOURCE_CODES = {name: i for i, name in enumerate(ALL_SOURCES)}
+_PROGRESS_MIN_RECORDS = 20_000
+
+
+@dataclasses.dataclass
+class SourceSpec:
+  name: str
+  num_records: int
+  # (world, index, rng) -> (scene, captions, domain label, image id, rng to
+  # render the features with)
+  make: Callable[[world_lib.World, int, np.random.Generator],
+                 tuple[world_lib.Scene, list[str], str, str,
+                       np.random.Generator]]
+
+
+def image_rng(seed: int, source: str, index: int) -> np.random.Generator:
+  return np.random.default_rng([seed, _SOURCE_CODES[source], index])
+
+
+def flickr_split_sizes(num_flickr: int) -> dict[str, int]:
+  val = max(1, num_flickr // 6)
+  return {"flickr_train": num_flickr - 2 * val, "flickr_val": val,
+          "flickr_test": val}
+
+
+def _source_specs(cfg: ml_collections.ConfigDict,
+                  world: world_lib.World) -> list[SourceSpec]:
+  in_pool = world.by_domain[concepts_lib.IN_DOMAIN]
+  near_pool = world.by_domain[concepts_lib.NEAR_DOMAIN]
+  out_pool = world.by_domain[concepts_lib.OUT_DOMAIN]
+  period = (max(1, round(1.0 / cfg.cc12m_duplicate_fraction))
+            if cfg.cc12m_duplicate_fraction > 0 else 0)
+
+  def cc3m(w, i, rng):
+    scene = w.sample_scene(rng)
+    return (scene, [captions_lib.cc3m_style(w, scene, rng)], "",
+            f"cc3m_{i:07d}", rng)
+
+  def cc12m(w, i, rng):
+    if period and cfg.num_cc3m and i % period == 0:
+      # The same image as a CC3M record (same id, and the same features:
+      # rendered from the CC3M record's own rng, advanced exactly as there),
+      # with its raw alt-text: what the paper's CC3M exclusion removes.
+      j = (i // period * 7919) % cfg.num_cc3m
+      scene, _, _, image_id, render_rng = cc3m(
+          w, j, image_rng(cfg.seed, "cc3m", j))
+    else:
+      scene, image_id, render_rng = w.sample_scene(rng), f"cc12m_{i:07d}", rng
+    text, _ = captions_lib.cc12m_style(
+        w, scene, rng, misaligned_fraction=cfg.cc12m_misaligned_fraction)
+    return scene, [text], "", image_id, render_rng
+
+  def coco(split):
+    def make(w, i, rng):
+      scene = w.sample_scene(rng, pool=in_pool)
+      caps = [captions_lib.coco_style(w, scene, rng) for _ in range(5)]
+      return scene, caps, "", f"coco_{split}_{i:07d}", rng
+    return make
+
+  def nocaps(w, i, rng):
+    domain = concepts_lib.DOMAINS[i % 3]
+    if domain == concepts_lib.IN_DOMAIN:
+      scene = w.sample_scene(rng, pool=in_pool, uniform=True)
+    elif domain == concepts_lib.OUT_DOMAIN:
+      scene = w.sample_scene(rng, pool=out_pool, uniform=True)
+    else:
+      scene = w.sample_scene(rng, pool=near_pool, uniform=True)
+      if rng.random() < 0.5 and len(scene.instances) < 3:
+        scene.instances.append(world_lib.Instance(
+            int(rng.choice(in_pool)), int(rng.integers(len(world_lib.COLORS)))))
+    caps = [captions_lib.coco_style(w, scene, rng) for _ in range(10)]
+    return scene, caps, w.domain_of(scene), f"nocaps_{i:07d}", rng
+
+  def flickr(offset):
+    def make(w, i, rng):
+      scene = w.sample_scene(rng)
+      caps = [captions_lib.coco_style(w, scene, rng) for _ in range(5)]
+      return scene, caps, "", f"flickr_{offset + i:07d}", rng
+    return make
+
+  splits = flickr_split_sizes(cfg.num_flickr)
+  return [
+      SourceSpec("cc3m", cfg.num_cc3m, cc3m),
+      SourceSpec("cc12m", cfg.num_cc12m, cc12m),
+      SourceSpec("coco_train", cfg.num_coco_train, coco("train")),
+      SourceSpec("coco_val", cfg.num_coco_val, coco("val")),
+      SourceSpec("nocaps_val", cfg.num_nocaps_val, nocaps),
+      SourceSpec("flickr_train", splits["flickr_train"], flickr(0)),
+      SourceSpec("flickr_val", splits["flickr_val"],
+                 flickr(splits["flickr_train"])),
+      SourceSpec("flickr_test", splits["flickr_test"],
+                 flickr(splits["flickr_train"] + splits["flickr_val"])),
+  ]
+
+
+def _records(spec: SourceSpec, world: world_lib.World, seed: int,
+             log: Callable[[str], None]) -> Iterator[records_lib.FeatureRecord]:
+  show = spec.num_records >= _PROGRESS_MIN_RECORDS
+  step = max(1, spec.num_records // 10)
+  for i in range(spec.num_records):
+    rng = image_rng(seed, spec.name, i)
+    scene, caps, domain, image_id, render_rng = spec.make(world, i, rng)
+    rendered = world.render(scene, render_rng)
+    yield records_lib.FeatureRecord(
+        image_id=image_id, source=spec.name,
+        global_feature=rendered.global_feature,
+        region_features=rendered.region_features,
+        region_boxes=rendered.region_boxes, tags=rendered.tags,
+        tag_scores=rendered.tag_scores, captions=caps,
+        width=rendered.width, height=rendered.height, domain=domain)
+    if show and (i + 1) % step == 0:
+      log(f"  {spec.name}: {i + 1}/{spec.num_records} records")
+
+
+# ------------------------------------------------------------- references --
+
+def _coco_json(rows: list[tuple[str, list[str], int, int, str]],
+               with_domain: bool) -> dict:
+  images, annotations = [], []
+  for image_index, (image_id, caps, width, height, domain) in enumerate(rows):
+    image = {"id": image_index, "file_name": f"{image_id}.jpg",
+             "width": width, "height": height}
+    if with_domain:
+      image["domain"] = domain
+    images.append(image)
+    for cap in caps:
+      annotations.append({"id": len(annotations), "image_id": image_index,
+                          "caption": cap})
+  return {"info": {"description": "cc12m_jax synthetic world"},
+          "licenses": [], "type": "captions", "images": images,
+          "annotations": annotations}
+
+
+def _karpathy_json(splits: dict[str, list[tuple[str, list[str]]]]) -> dict:
+  images, sent_id = [], 0
+  for split in ("train", "val", "test"):
+    for image_id, caps in splits[split]:
+      imgid = len(images)
+      sentences = []
+      for cap in caps:
+        sentences.append({"raw": cap, "imgid": imgid, "sentid": sent_id,
+                          "tokens": tokenizer_lib.ptb_tokenize(cap)})
+        sent_id += 1
+      images.append({"filename": f"{image_id}.jpg", "imgid": imgid,
+                     "split": split, "sentences": sentences,
+                     "sentids": [s["sentid"] for s in sentences]})
+  return {"dataset": "flickr30k", "images": images}
+
+
+def _write_json(path: str, obj: dict) -> None:
+  tf.io.gfile.makedirs(os.path.dirname(path))
+  with tf.io.gfile.GFile(path, "w") as f:
+    json.dump(obj, f, sort_keys=True, indent=1)
+    f.write("\n")
+
+
+# ------------------------------------------------------------------ main ---
+
+def validate_source(data_dir: str, source: str, feature_dim: int
+                    ) -> dict[str, int]:
+  """Reads a source back through the real parser; skip counts by reason."""
+  validator = records_lib.RecordValidator(strict=False)
+  ds = tf.data.TFRecordDataset(metadata_lib.shard_files(data_dir, source))
+  ds = ds.batch(512).map(
+      lambda s: validator.keep_mask(records_lib.parse_batch(s, feature_dim)))
+  for _ in ds:
+    pass
+  return validator.counts()
+
+
+def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
+             log: Callable[[str], None] = print) -> dict:
+  """Writes the world under output_dir; returns the summary dict."""
+  syn = cfg.synthetic
+  world = world_lib.World(syn.num_concepts, syn.feature_dim, syn.seed,
+                          region_noise=syn.region_noise)
+  summary = {"sources": {}, "concepts": len(world.concepts)}
+  refs: dict[str, list] = {}
+  for spec in _source_specs(syn, world):
+    if spec.num_records <= 0:
+      raise ValueError(f"config.synthetic: source {spec.name!r} would have "
+                       f"{spec.num_records} records; sizes must be positive")
+    rows = []
+
+    def tracked(records):
+      for r in records:
+        rows.append((r.image_id, list(r.captions), r.width, r.height,
+                     r.domain))
+        yield r
+
+    num_shards = max(2, math.ceil(spec.num_records / syn.records_per_shard))
+    records_lib.write_records(
+        metadata_lib.shard_prefix(output_dir, spec.name),
+        tracked(_records(spec, world, syn.seed, log)), num_shards)
+    num_captions = sum(len(r[1]) for r in rows)
+    metadata_lib.write_metadata(output_dir, metadata_lib.DatasetMetadata(
+        source=spec.name, feature_dim=syn.feature_dim,
+        num_records=len(rows), num_captions=num_captions,
+        num_shards=num_shards,
+        description=f"synthetic world, seed {syn.seed}"))
+    refs[spec.name] = rows
+    summary["sources"][spec.name] = {"records": len(rows),
+                                     "captions": num_captions}
+
+  _write_json(os.path.join(output_dir, "coco_val", "captions.json"),
+              _coco_json(refs["coco_val"], with_domain=False))
+  _write_json(os.path.join(output_dir, "nocaps_val", "nocaps_val.json"),
+              _coco_json(refs["nocaps_val"], with_domain=True))
+  _write_json(os.path.join(output_dir, "flickr", "dataset_flickr30k.json"),
+              _karpathy_json({
+                  split: [(r[0], r[1]) for r in refs[f"flickr_{split}"]]
+                  for split in ("train", "val", "test")}))
+
+  vocab_path = build_vocab_lib.build_vocab(output_dir, VOCAB_SOURCES,
+                                           syn.vocab_size)
+  summary["vocab_size"] = len(tokenizer_lib.load_vocab(vocab_path))
+  skipped = {}
+  for name in ALL_SOURCES:
+    for reason, n in validate_source(output_dir, name,
+                                     syn.feature_dim).items():
+      skipped[reason] = skipped.get(reason, 0) + n
+  summary["skipped"] = skipped
+  return summary
+
+
+def format_summary(summary: dict, output_dir: str) -> str:
+  lines = [f"synthetic world in {output_dir} "
+           f"({summary['concepts']} concepts)",
+           f"{'source':<14}{'records':>9}{'captions':>10}"]
+  for name, s in summary["sources"].items():
+    lines.append(f"{name:<14}{s['records']:>9}{s['captions']:>10}")
+  lines.append(f"vocab size: {summary['vocab_size']}")
+  lines.append("skipped records: " + ", ".join(
+      f"{k}={v}" for k, v in summary["skipped"].items()))
+  return "\n".join(lines)
+
+
+_CONFIG = config_flags.DEFINE_config_file(
+    "config", None, "Config file (configs/*.py); uses config.synthetic.",
+    lock_config=True)
+_OUTPUT_DIR = flags.DEFINE_string(
+    "output_dir", "", "Where to write; default config.data.data_dir.")
+
+
+def main(argv: Sequence[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  cfg = _CONFIG.value
+  output_dir = _OUTPUT_DIR.value or cfg.data.data_dir
+  log = lambda msg: print(msg, file=sys.stderr, flush=True)
+  summary = generate(cfg, output_dir, log=log)
+  print(format_summary(summary, output_dir))
+
+
+def run() -> None:
+  flags.mark_flags_as_required(["config"])
+  app.run(main)
+
+
+if __name__ == "__main__":
+  run()

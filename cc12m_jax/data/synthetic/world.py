@@ -1,0 +1,153 @@
+"""The visual side of the synthetic world: what an image *is*.
+
+An image shows 1-3 salient concept instances (each with a colour) in a scene.
+Its feature record mimics a detector's output:
+  region feature = concept prototype + colour direction + noise (1-2 regions
+                   per instance) or scene prototype + noise (background);
+  global feature = mean of the regions + scene prototype + noise;
+  tags           = a tagger with imperfect precision: most salient concepts,
+                   sometimes the scene / colour / hypernym, plus a few
+                   confident-looking false positives.
+Prototypes are independent Gaussian vectors, so in D >= 64 they are nearly
+orthogonal and a model can tell every concept apart from its regions.
+"""
+import dataclasses
+
+import numpy as np
+
+from cc12m_jax.data.synthetic import concepts as concepts_lib
+
+COLORS = ("red", "blue", "green", "yellow", "white", "black", "brown", "pink",
+          "gray", "purple")
+# (scene name, phrase used in captions)
+SCENES = (("beach", "on the beach"), ("street", "on the street"),
+          ("kitchen", "in a kitchen"), ("field", "in a grassy field"),
+          ("living room", "in a living room"), ("park", "in the park"),
+          ("forest", "in the forest"), ("city", "in the city"),
+          ("snow", "in the snow"), ("studio", "in a studio"),
+          ("garden", "in a garden"), ("lake", "by the lake"))
+_SIZES = ((640, 480), (480, 640), (800, 600), (1024, 768), (500, 375),
+          (375, 500), (640, 427))
+_NUM_CONCEPTS_P = (0.5, 0.35, 0.15)  # P(1, 2, 3 salient concepts)
+
+
+@dataclasses.dataclass
+class Instance:
+  concept: int  # index into World.concepts
+  color: int    # index into COLORS
+
+
+@dataclasses.dataclass
+class Scene:
+  """What an image shows, before rendering to features (caption input)."""
+  instances: list[Instance]
+  scene: int    # index into SCENES
+
+
+@dataclasses.dataclass
+class Rendered:
+  global_feature: np.ndarray   # f32 [D]
+  region_features: np.ndarray  # f32 [N, D]
+  region_boxes: np.ndarray     # f32 [N, 4]
+  tags: list[str]
+  tag_scores: np.ndarray       # f32 [len(tags)]
+  width: int
+  height: int
+
+
+class World:
+  """Concept inventory plus the feature-space prototypes of everything."""
+
+  def __init__(self, num_concepts: int, feature_dim: int, seed: int, *,
+               region_noise: float = 0.5, max_regions: int = 16,
+               max_tags: int = 16):
+    self.concepts = concepts_lib.build_inventory(num_concepts, seed)
+    self.feature_dim = feature_dim
+    self.region_noise = region_noise
+    self.max_regions = max_regions
+    self.max_tags = max_tags
+    rng = np.random.default_rng([seed, 1])
+    d = feature_dim
+    self.concept_protos = rng.normal(size=(len(self.concepts), d))  # [C, D]
+    self.color_protos = 0.5 * rng.normal(size=(len(COLORS), d))     # [K, D]
+    self.scene_protos = rng.normal(size=(len(SCENES), d))           # [S, D]
+    freqs = np.array([c.frequency for c in self.concepts])
+    self.frequencies = freqs / freqs.sum()
+    self.by_domain = {
+        dom: np.array([i for i, c in enumerate(self.concepts)
+                       if c.domain == dom]) for dom in concepts_lib.DOMAINS}
+
+  # ---------------------------------------------------------------- scenes --
+  def sample_scene(self, rng: np.random.Generator, *,
+                   pool: np.ndarray | None = None,
+                   uniform: bool = False) -> Scene:
+    """1-3 distinct concepts drawn from `pool` (all concepts by default),
+    Zipfian unless `uniform`."""
+    pool = np.arange(len(self.concepts)) if pool is None else pool
+    k = min(int(rng.choice(3, p=_NUM_CONCEPTS_P)) + 1, len(pool))
+    if uniform:
+      p = None
+    else:
+      p = self.frequencies[pool] / self.frequencies[pool].sum()
+    chosen = rng.choice(pool, size=k, replace=False, p=p)
+    instances = [Instance(int(c), int(rng.integers(len(COLORS))))
+                 for c in chosen]
+    return Scene(instances=instances, scene=int(rng.integers(len(SCENES))))
+
+  # ------------------------------------------------------------- rendering --
+  def _box(self, rng: np.random.Generator, lo: float) -> np.ndarray:
+    w, h = rng.uniform(lo, 0.95, size=2)
+    x1, y1 = rng.uniform(0.0, 1.0 - w), rng.uniform(0.0, 1.0 - h)
+    return np.array([x1, y1, x1 + w, y1 + h])
+
+  def render(self, scene: Scene, rng: np.random.Generator) -> Rendered:
+    d = self.feature_dim
+    feats, boxes = [], []
+    for inst in scene.instances:
+      for _ in range(int(rng.integers(1, 3))):  # 1-2 regions per instance
+        feats.append(self.concept_protos[inst.concept]
+                     + self.color_protos[inst.color]
+                     + self.region_noise * rng.normal(size=d))
+        boxes.append(self._box(rng, 0.25))
+    num_background = int(rng.integers(1, 5))
+    for _ in range(num_background):
+      feats.append(self.scene_protos[scene.scene]
+                   + 2 * self.region_noise * rng.normal(size=d))
+      boxes.append(self._box(rng, 0.1))
+    order = rng.permutation(len(feats))[:self.max_regions]
+    region_features = np.stack([feats[i] for i in order])           # [N, D]
+    region_boxes = np.clip(np.stack([boxes[i] for i in order]), 0, 1)
+    global_feature = (region_features.mean(0)
+                      + 0.5 * self.scene_protos[scene.scene]
+                      + 0.3 * rng.normal(size=d))                   # [D]
+    tags, scores = self._tags(scene, rng)
+    width, height = _SIZES[int(rng.integers(len(_SIZES)))]
+    return Rendered(global_feature.astype(np.float32),
+                    region_features.astype(np.float32),
+                    region_boxes.astype(np.float32), tags,
+                    np.asarray(scores, np.float32), width, height)
+
+  def _tags(self, scene: Scene, rng: np.random.Generator
+            ) -> tuple[list[str], list[float]]:
+    """A tagger with recall ~0.85 on salient concepts and some false tags."""
+    tags: dict[str, float] = {}
+    for inst in scene.instances:
+      concept = self.concepts[inst.concept]
+      if rng.random() < 0.85:
+        tags[concept.name] = rng.uniform(0.55, 0.99)
+      if rng.random() < 0.3:
+        tags.setdefault(concept.hypernym, rng.uniform(0.4, 0.9))
+      if rng.random() < 0.3:
+        tags.setdefault(COLORS[inst.color], rng.uniform(0.3, 0.8))
+    if rng.random() < 0.6:
+      tags.setdefault(SCENES[scene.scene][0], rng.uniform(0.4, 0.9))
+    for c in rng.choice(len(self.concepts), size=int(rng.integers(1, 4)),
+                        p=self.frequencies):
+      tags.setdefault(self.concepts[int(c)].name, rng.uniform(0.05, 0.6))
+    items = list(tags.items())[:self.max_tags]
+    order = rng.permutation(len(items))
+    return ([items[i][0] for i in order], [float(items[i][1]) for i in order])
+
+  def domain_of(self, scene: Scene) -> str:
+    return concepts_lib.image_domain(
+        [self.concepts[i.concept] for i in scene.instances])

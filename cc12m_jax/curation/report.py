@@ -1,7 +1,8 @@
 """Reconciliation of the curation counts and their table."""
 import json
-import os
-from typing import Mapping
+from typing import Any, Mapping
+
+from apache_beam.io.filesystems import FileSystems
 
 from cc12m_jax.curation import shards
 
@@ -11,9 +12,38 @@ class ReconciliationError(RuntimeError):
 
 
 def read_counts(output_dir: str) -> dict[str, int]:
-  path = os.path.join(output_dir, shards.COUNTS_FILE)
-  with open(path, encoding="utf-8") as f:
-    return json.load(f)
+  """counts.json of a finished run (any Beam filesystem: local, gs://, ...)."""
+  with FileSystems.open(FileSystems.join(output_dir, shards.COUNTS_FILE)) as f:
+    return json.loads(f.read().decode("utf-8"))
+
+
+def write_text(path: str, text: str) -> None:
+  with FileSystems.create(path) as f:
+    f.write(text.encode("utf-8"))
+
+
+def metric_counts(result: Any, namespace: str) -> dict[str, int]:
+  """Committed Beam counters of `namespace` ({} where the runner has none)."""
+  try:
+    query = result.metrics().query()
+  except (AttributeError, NotImplementedError):
+    return {}
+  out: dict[str, int] = {}
+  for counter in query.get("counters", []):
+    if counter.key.metric.namespace == namespace:
+      name = counter.key.metric.name
+      out[name] = out.get(name, 0) + int(counter.committed or 0)
+  return out
+
+
+def check_metrics(counts: Mapping[str, int], metrics: Mapping[str, int]) -> None:
+  """The DoFns' counters must agree with counts.json on every outcome they count."""
+  for name, value in metrics.items():
+    if name.startswith("transform/"):
+      continue
+    if counts.get(name, 0) != value:
+      raise ReconciliationError(
+          f"Beam counter {name}={value} disagrees with counts.json ({counts.get(name, 0)})")
 
 
 def check(counts: Mapping[str, int]) -> None:

@@ -12,12 +12,12 @@ the counts table is printed and written to <output_dir>/counts.md; a count gap
 """
 import logging
 import os
-import sys
-from typing import Optional, Sequence
+from typing import Sequence
 
 from absl import app
 from absl import flags
 import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 from apache_beam.options.pipeline_options import DirectOptions
 from apache_beam.options.pipeline_options import PipelineOptions
 from apache_beam.options.pipeline_options import StandardOptions
@@ -25,10 +25,10 @@ import ml_collections
 from ml_collections import config_flags
 
 from cc12m_jax.curation import config as config_lib
+from cc12m_jax.curation import dofns
 from cc12m_jax.curation import pipeline
 from cc12m_jax.curation import report
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "Curation config file.")
 
 
 def pipeline_options(config: ml_collections.ConfigDict,
@@ -47,18 +47,20 @@ def run_curation(config: ml_collections.ConfigDict,
                  beam_args: Sequence[str] = ()) -> dict[str, int]:
   """Runs the pipeline to completion; returns the reconciled counts."""
   config_lib.validate(config)
-  os.makedirs(config.output_dir, exist_ok=True) if "://" not in config.output_dir else None
-  with beam.Pipeline(options=pipeline_options(config, beam_args)) as p:
-    pipeline.build_and_write(p, config)
+  p = beam.Pipeline(options=pipeline_options(config, beam_args))
+  pipeline.build_and_write(p, config)
+  result = p.run()
+  result.wait_until_finish()
   counts = report.read_counts(config.output_dir)
   report.check(counts)
-  with open(os.path.join(config.output_dir, "counts.md"), "w", encoding="utf-8") as f:
-    f.write(f"# Curation counts ({config.preset} preset)\n\n{report.table(counts)}\n")
+  report.check_metrics(counts, report.metric_counts(result, dofns.NAMESPACE))
+  report.write_text(FileSystems.join(config.output_dir, "counts.md"),
+                    f"# Curation counts ({config.preset} preset)\n\n{report.table(counts)}\n")
   return counts
 
 
 def main(argv: Sequence[str]) -> None:
-  counts = run_curation(_CONFIG.value, argv[1:])
+  counts = run_curation(flags.FLAGS.config, argv[1:])
   print(report.table(counts))
 
 
@@ -68,5 +70,9 @@ def _parse_flags(argv: list[str]) -> list[str]:
 
 
 if __name__ == "__main__":
+  # Defined here, not at import, so importing run_curation never clashes with
+  # another program's --config flag.
+  config_flags.DEFINE_config_file("config", None, "Curation config file.")
+  flags.mark_flag_as_required("config")
   logging.getLogger().setLevel(logging.INFO)
   app.run(main, flags_parser=_parse_flags)

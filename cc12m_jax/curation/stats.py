@@ -202,27 +202,31 @@ def compare(datasets: dict[str, str], classes: Sequence[str], long_tail_words: S
   return results
 
 
-_DATASETS = flags.DEFINE_multi_string("dataset", [], "name=glob[,glob] of kept shards.")
-_CLASSES = flags.DEFINE_string("classes", "", "Class list file or synthetic-out-domain:N:SEED.")
-_LONG_TAIL = flags.DEFINE_list("long_tail_words", list(DEFAULT_LONG_TAIL), "Words to count.")
-_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the report.")
+def _define_flags() -> None:
+  """CLI flags, defined only when run as a program (no clashes on import)."""
+  flags.DEFINE_multi_string("dataset", [], "name=glob[,glob] of kept shards.")
+  flags.DEFINE_string("classes", "", "Class list file or synthetic-out-domain:N:SEED.")
+  flags.DEFINE_list("long_tail_words", list(DEFAULT_LONG_TAIL), "Words to count.")
+  flags.DEFINE_string("output_dir", None, "Where to write the report.")
+  flags.mark_flag_as_required("output_dir")
 
 
 def main(argv: Sequence[str]) -> None:
   del argv
+  f = flags.FLAGS
   datasets = {}
-  for item in _DATASETS.value:
+  for item in f.dataset:
     if "=" not in item:
       raise ValueError(f"--dataset={item!r}: expected name=glob")
     name, pattern = item.split("=", 1)
     datasets[name] = pattern
   if not datasets:
     raise ValueError("give at least one --dataset=name=glob")
-  classes = load_classes(_CLASSES.value) if _CLASSES.value else []
-  results = compare(datasets, classes, _LONG_TAIL.value, _OUTPUT_DIR.value)
-  print(markdown(results, _LONG_TAIL.value))
+  classes = load_classes(f.classes) if f.classes else []
+  results = compare(datasets, classes, f.long_tail_words, f.output_dir)
+  print(markdown(results, f.long_tail_words))
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("output_dir")
+  _define_flags()
   app.run(main)

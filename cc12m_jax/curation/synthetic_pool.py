@@ -247,30 +247,32 @@ _PARQUET_SCHEMA = pa.schema([
     ("safety_score", pa.float64()), ("style", pa.string()),
 ])
 
-_OUTPUT_DIR = flags.DEFINE_string("output_dir", None, "Where to write the pool shards.")
-_NUM_CANDIDATES = flags.DEFINE_integer("num_candidates", 20_000, "Raw candidates.")
-_NUM_CONCEPTS = flags.DEFINE_integer("num_concepts", 200, "Concept inventory size.")
-_NUM_SHARDS = flags.DEFINE_integer("num_shards", 8, "Output shards.")
-_FORMAT = flags.DEFINE_enum("format", "both", ["jsonl", "parquet", "both"], "Shard format.")
-_SEED = flags.DEFINE_integer("seed", 0, "Random seed.")
-_ZIPF = flags.DEFINE_float("zipf_exponent", 0.7, "Zipf exponent of concept frequencies.")
-_BYTES_FRACTION = flags.DEFINE_float("bytes_fraction", 0.25,
-                                     "Share of candidates carrying real image bytes.")
+def _define_flags() -> None:
+  """CLI flags, defined only when run as a program (no clashes on import)."""
+  flags.DEFINE_string("output_dir", None, "Where to write the pool shards.")
+  flags.DEFINE_integer("num_candidates", 20_000, "Raw candidates.")
+  flags.DEFINE_integer("num_concepts", 200, "Concept inventory size.")
+  flags.DEFINE_integer("num_shards", 8, "Output shards.")
+  flags.DEFINE_enum("format", "both", ["jsonl", "parquet", "both"], "Shard format.")
+  flags.DEFINE_integer("seed", 0, "Random seed.")
+  flags.DEFINE_float("zipf_exponent", 0.7, "Zipf exponent of concept frequencies.")
+  flags.DEFINE_float("bytes_fraction", 0.25, "Share of candidates carrying real image bytes.")
+  flags.mark_flag_as_required("output_dir")
 
 
 def main(argv: Sequence[str]) -> None:
   del argv
-  pool, table = generate_pool(_NUM_CANDIDATES.value, num_concepts=_NUM_CONCEPTS.value,
-                              seed=_SEED.value, bytes_fraction=_BYTES_FRACTION.value,
-                              zipf_exponent=_ZIPF.value)
-  paths = write_pool(pool, _OUTPUT_DIR.value, _NUM_SHARDS.value, _FORMAT.value)
-  table_path = os.path.join(_OUTPUT_DIR.value, "hypernyms.json")
-  with open(table_path, "w", encoding="utf-8") as f:
-    json.dump(table, f, indent=1, sort_keys=True)
-  print(f"wrote {len(pool)} candidates in {len(paths)} shards to {_OUTPUT_DIR.value}; "
+  f = flags.FLAGS
+  pool, table = generate_pool(f.num_candidates, num_concepts=f.num_concepts, seed=f.seed,
+                              bytes_fraction=f.bytes_fraction, zipf_exponent=f.zipf_exponent)
+  paths = write_pool(pool, f.output_dir, f.num_shards, f.format)
+  table_path = os.path.join(f.output_dir, "hypernyms.json")
+  with open(table_path, "w", encoding="utf-8") as fh:
+    json.dump(table, fh, indent=1, sort_keys=True)
+  print(f"wrote {len(pool)} candidates in {len(paths)} shards to {f.output_dir}; "
         f"hypernym table {table_path}")
 
 
 if __name__ == "__main__":
-  flags.mark_flag_as_required("output_dir")
+  _define_flags()
   app.run(main)

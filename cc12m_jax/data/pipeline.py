@@ -1,0 +1,496 @@
+"""tf.data input pipelines: training mixtures and exactly-once evaluation.
+
+Train, per source (each host reads its own files):
+  shard files by host -> shuffle files -> interleave TFRecord reads
+  -> shuffle records -> repeat -> batch(parse_batch_size)
+  -> parse + validate + exclude + sub-sample + expand captions (one map)
+  -> unbatch
+then mix sources (`sample_from_datasets`, seeded) -> shuffle examples
+-> batch(per-host batch) -> tokenize captions and tags (in-graph, batched)
+-> prefetch. `TrainIterator` turns each host batch into global jax.Arrays
+with `jax.make_array_from_process_local_data`.
+
+Parsing happens on chunks of serialized records and tokenization on whole
+batches: vectorized ops, far cheaper than per-example work.
+
+The train iterator position (every buffer, RNG and file offset of the
+tf.data iterator, plus the skip counters) is saved with tf.train.Checkpoint,
+so a restored run continues at the exact next example.
+"""
+import dataclasses
+import math
+import os
+from typing import Iterator, Optional, Sequence
+
+import jax
+import ml_collections
+import numpy as np
+import tensorflow as tf
+
+from cc12m_jax.data import metadata as metadata_lib
+from cc12m_jax.data import records as records_lib
+from cc12m_jax.data.text import tokenizer as tokenizer_lib
+
+AUTOTUNE = tf.data.AUTOTUNE
+# Keys that go to the device (docs/architecture.md); everything else (image
+# ids, caption strings) stays on the host.
+DEVICE_KEYS = ("global_feature", "region_features", "region_boxes",
+               "region_mask", "tag_tokens", "tag_mask", "tag_scores",
+               "decoder_inputs", "decoder_targets", "example_mask", "domain")
+EVAL_DEVICE_KEYS = DEVICE_KEYS + ("example_index",)
+FILTER_REASONS = ("excluded_id", "subsampled_out")
+_HASH_BUCKETS = 1_000_000
+_DOMAIN_NAMES = {v: k for k, v in records_lib.DOMAIN_IDS.items()}
+
+
+# ------------------------------------------------------------ config parsing
+
+def _csv(value: str) -> list[str]:
+  return [v.strip() for v in str(value).split(",") if v.strip()]
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainSource:
+  name: str
+  weight: float
+  fraction: float
+
+
+def train_sources(data_cfg: ml_collections.ConfigDict) -> list[TrainSource]:
+  """Parses data.train_sources / train_weights / train_fractions."""
+  names = _csv(data_cfg.train_sources)
+  weights = [float(w) for w in _csv(data_cfg.train_weights)]
+  fractions = [float(f) for f in _csv(data_cfg.train_fractions)]
+  if not names:
+    raise ValueError("config.data.train_sources is empty")
+  if len(fractions) == 1 and len(names) > 1:
+    fractions = fractions * len(names)
+  for key, values in (("train_weights", weights),
+                      ("train_fractions", fractions)):
+    if len(values) != len(names):
+      raise ValueError(
+          f"config.data.{key} has {len(values)} values for "
+          f"{len(names)} train_sources {names}")
+  for name, w, f in zip(names, weights, fractions):
+    if w <= 0:
+      raise ValueError(f"config.data.train_weights: weight of {name!r} "
+                       f"must be > 0, got {w}")
+    if not 0 < f <= 1:
+      raise ValueError(f"config.data.train_fractions: fraction of {name!r} "
+                       f"must be in (0, 1], got {f}")
+  return [TrainSource(n, w, f) for n, w, f in zip(names, weights, fractions)]
+
+
+def vocab_path(data_cfg: ml_collections.ConfigDict) -> str:
+  return data_cfg.vocab_path or os.path.join(data_cfg.data_dir, "vocab.txt")
+
+
+def feature_dim(data_cfg: ml_collections.ConfigDict,
+                sources: Sequence[str]) -> int:
+  """D shared by `sources` (from their metadata.json)."""
+  dims = {s: metadata_lib.load_metadata(data_cfg.data_dir, s).feature_dim
+          for s in sources}
+  if len(set(dims.values())) != 1:
+    raise ValueError(f"sources disagree on feature_dim: {dims}")
+  return next(iter(dims.values()))
+
+
+def _hosts(process_index, process_count) -> tuple[int, int]:
+  pi = jax.process_index() if process_index is None else process_index
+  pc = jax.process_count() if process_count is None else process_count
+  if not 0 <= pi < pc:
+    raise ValueError(f"process_index {pi} not in [0, {pc})")
+  return pi, pc
+
+
+def per_host_batch(global_batch: int, process_count: int, key: str) -> int:
+  if global_batch % process_count:
+    raise ValueError(f"config.data.{key}={global_batch} is not divisible by "
+                     f"the number of hosts ({process_count})")
+  return global_batch // process_count
+
+
+# ------------------------------------------------------------- id filters --
+
+def keep_fraction(image_ids: tf.Tensor, fraction: float) -> tf.Tensor:
+  """bool [B]: deterministic sub-sample by a fingerprint of the image id.
+
+  The same id is kept or dropped on every run and host, and the kept set at
+  25% is contained in the kept set at 50%.
+  """
+  bucket = tf.strings.to_hash_bucket_fast(image_ids, _HASH_BUCKETS)   # [B]
+  return bucket < int(round(fraction * _HASH_BUCKETS))
+
+
+def read_image_ids(files: Sequence[str]) -> list[bytes]:
+  """Image ids of records (parses only that field)."""
+  spec = {"image_id": tf.io.FixedLenFeature([], tf.string, default_value="")}
+  ds = tf.data.TFRecordDataset(list(files)).batch(4096).map(
+      lambda s: tf.io.parse_example(s, spec)["image_id"])
+  return [i for batch in ds.as_numpy_iterator() for i in batch.tolist()]
+
+
+def _id_table(ids: Sequence[bytes]) -> Optional[tf.lookup.StaticHashTable]:
+  if not ids:
+    return None
+  keys = tf.constant(sorted(set(ids)), tf.string)
+  return tf.lookup.StaticHashTable(
+      tf.lookup.KeyValueTensorInitializer(
+          keys, tf.ones_like(keys, tf.int32)), default_value=0)
+
+
+# --------------------------------------------------------- record streams --
+
+def _host_records(files: Sequence[str], pi: int, pc: int, *, shuffle: bool,
+                  seed: int, num_parallel_reads: int) -> tf.data.Dataset:
+  """Serialized records of this host (one pass).
+
+  Files are split between hosts when there are enough of them; otherwise
+  every host reads all files and keeps every pc-th record.
+  """
+  files = sorted(files)
+  if len(files) >= pc:
+    ds = tf.data.Dataset.from_tensor_slices(files[pi::pc])
+    if shuffle:
+      ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    return ds.interleave(
+        tf.data.TFRecordDataset,
+        cycle_length=max(1, min(num_parallel_reads, len(files[pi::pc]))),
+        block_length=1, num_parallel_calls=AUTOTUNE, deterministic=True)
+  return tf.data.TFRecordDataset(files).shard(pc, pi)
+
+
+def _expand_captions(parsed: dict, keep: tf.Tensor) -> dict:
+  """Kept records -> one example per caption (B' = total kept captions)."""
+  rows = tf.cast(tf.where(keep)[:, 0], tf.int32)                      # [K]
+  captions = tf.gather(parsed["captions"], rows)                      # [K,(C)]
+  example_rows = tf.gather(rows, captions.value_rowids())             # [B']
+  out = {k: tf.gather(v, example_rows) for k, v in parsed.items()
+         if k not in ("captions", "reason")}
+  out["caption"] = captions.flat_values                               # [B']
+  return out
+
+
+class _SourceParser:
+  """The per-chunk map of one training source (parse, validate, filter)."""
+
+  def __init__(self, d: int, validator: records_lib.RecordValidator,
+               filter_counts: tf.Variable, fraction: float,
+               exclude: Optional[tf.lookup.StaticHashTable]):
+    self.d = d
+    self.validator = validator
+    self.filter_counts = filter_counts
+    self.fraction = fraction
+    self.exclude = exclude
+
+  def __call__(self, serialized: tf.Tensor) -> dict:
+    parsed = records_lib.parse_batch(serialized, self.d)
+    good = self.validator.keep_mask(parsed)                           # [B]
+    ids = parsed["image_id"]
+    excluded = tf.zeros_like(good)
+    if self.exclude is not None:
+      excluded = self.exclude.lookup(ids) > 0
+    sampled = (keep_fraction(ids, self.fraction) if self.fraction < 1
+               else tf.ones_like(good))
+    counts = tf.stack([
+        tf.reduce_sum(tf.cast(good & excluded, tf.int64)),
+        tf.reduce_sum(tf.cast(good & ~excluded & ~sampled, tf.int64))])
+    with tf.control_dependencies([self.filter_counts.assign_add(counts)]):
+      keep = good & ~excluded & sampled
+    return _expand_captions(parsed, keep)
+
+
+def _tokenize_batch(tokenizer: tokenizer_lib.SubwordTokenizer,
+                    max_caption_length: int, max_tag_tokens: int):
+  def fn(batch: dict) -> dict:
+    ids = tokenizer.tf_tokenize(batch["caption"])                     # [B,(P)]
+    inputs, targets = tokenizer_lib.decoder_arrays(ids, max_caption_length)
+    out = dict(batch)
+    out["decoder_inputs"] = inputs                                    # [B, L]
+    out["decoder_targets"] = targets                                  # [B, L]
+    out["tag_tokens"] = tokenizer.tf_tokenize_tags(
+        out.pop("tags"), max_tag_tokens)                              # [B,T,K]
+    if "example_mask" not in out:
+      out["example_mask"] = tf.ones_like(batch["domain"], tf.bool)
+    return out
+  return fn
+
+
+def _options() -> tf.data.Options:
+  options = tf.data.Options()
+  options.deterministic = True
+  # The skip counters are tf.Variables updated inside the pipeline; they are
+  # checkpointed next to the iterator instead of inside it.
+  options.experimental_external_state_policy = (
+      tf.data.experimental.ExternalStatePolicy.IGNORE)
+  return options
+
+
+# ------------------------------------------------------------------ train --
+
+def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
+                        process_index: int, process_count: int,
+                        validator: records_lib.RecordValidator,
+                        filter_counts: tf.Variable,
+                        tokenizer: tokenizer_lib.SubwordTokenizer
+                        ) -> tf.data.Dataset:
+  """The infinite per-host batch stream (host tensors, strings included)."""
+  sources = train_sources(data_cfg)
+  d = feature_dim(data_cfg, [s.name for s in sources])
+  batch = per_host_batch(data_cfg.global_batch_size, process_count,
+                         "global_batch_size")
+  exclude_sources = _csv(data_cfg.exclude_ids_of)
+  exclude_ids = {s: read_image_ids(metadata_lib.shard_files(data_cfg.data_dir, s))
+                 for s in exclude_sources}
+  streams = []
+  for i, src in enumerate(sources):
+    seed = data_cfg.seed * 1009 + i
+    ids = [x for s, v in exclude_ids.items() if s != src.name for x in v]
+    parser = _SourceParser(d, validator, filter_counts, src.fraction,
+                           _id_table(ids))
+    ds = _host_records(metadata_lib.shard_files(data_cfg.data_dir, src.name),
+                       process_index, process_count, shuffle=True, seed=seed,
+                       num_parallel_reads=data_cfg.num_parallel_reads)
+    if data_cfg.shuffle_buffer > 1:
+      ds = ds.shuffle(data_cfg.shuffle_buffer, seed=seed,
+                      reshuffle_each_iteration=True)
+    ds = ds.repeat().batch(data_cfg.parse_batch_size)
+    ds = ds.map(parser, num_parallel_calls=AUTOTUNE, deterministic=True)
+    streams.append(ds.unbatch())
+  if len(streams) == 1:
+    ds = streams[0]
+  else:
+    weights = np.array([s.weight for s in sources], np.float64)
+    ds = tf.data.Dataset.sample_from_datasets(
+        streams, weights=(weights / weights.sum()).tolist(),
+        seed=data_cfg.seed, stop_on_empty_dataset=False)
+  if data_cfg.example_shuffle_buffer > 1:
+    ds = ds.shuffle(data_cfg.example_shuffle_buffer, seed=data_cfg.seed + 1,
+                    reshuffle_each_iteration=True)
+  ds = ds.batch(batch, drop_remainder=True)
+  ds = ds.map(_tokenize_batch(tokenizer, data_cfg.max_caption_length,
+                              data_cfg.max_tag_tokens),
+              num_parallel_calls=AUTOTUNE, deterministic=True)
+  return ds.prefetch(AUTOTUNE).with_options(_options())
+
+
+def _to_numpy(batch: dict) -> dict:
+  return {k: v._numpy() for k, v in batch.items()}  # pylint: disable=protected-access
+
+
+def to_device(host_batch: dict, sharding: jax.sharding.Sharding,
+              keys: Sequence[str]) -> dict:
+  """Host-local numpy arrays -> global jax.Arrays (batch axis sharded)."""
+  return {k: jax.make_array_from_process_local_data(sharding, host_batch[k])
+          for k in keys}
+
+
+class TrainIterator:
+  """Infinite iterator of device batches, with a checkpointable position."""
+
+  def __init__(self, data_cfg: ml_collections.ConfigDict,
+               batch_sharding: Optional[jax.sharding.Sharding], *,
+               process_index: Optional[int] = None,
+               process_count: Optional[int] = None):
+    self.process_index, self.process_count = _hosts(process_index,
+                                                    process_count)
+    self.batch_sharding = batch_sharding
+    self.tokenizer = tokenizer_lib.SubwordTokenizer(vocab_path(data_cfg))
+    self._validator = records_lib.RecordValidator(strict=data_cfg.strict)
+    self._filter_counts = tf.Variable(
+        tf.zeros([len(FILTER_REASONS)], tf.int64), trainable=False)
+    self.dataset = build_train_dataset(
+        data_cfg, process_index=self.process_index,
+        process_count=self.process_count, validator=self._validator,
+        filter_counts=self._filter_counts, tokenizer=self.tokenizer)
+    self._iterator = iter(self.dataset)
+    self._checkpoint = tf.train.Checkpoint(
+        iterator=self._iterator, skip_counts=self._validator.variable,
+        filter_counts=self._filter_counts)
+
+  def __iter__(self):
+    return self
+
+  def next_host_batch(self) -> dict:
+    """This host's batch as numpy (strings included: image_id, caption)."""
+    try:
+      return _to_numpy(next(self._iterator))
+    except tf.errors.InvalidArgumentError as e:
+      error = records_lib.bad_record_error(e)
+      if error is None:
+        raise
+      raise error from e
+
+  def __next__(self) -> dict:
+    if self.batch_sharding is None:
+      raise ValueError("TrainIterator was built without batch_sharding; "
+                       "use next_host_batch()")
+    return to_device(self.next_host_batch(), self.batch_sharding, DEVICE_KEYS)
+
+  def _prefix(self, directory: str) -> str:
+    return os.path.join(
+        directory, f"host_{self.process_index:05d}_of_"
+        f"{self.process_count:05d}", "iterator")
+
+  def save(self, directory: str) -> str:
+    """Writes this host's position under `directory`; returns the prefix."""
+    prefix = self._prefix(directory)
+    tf.io.gfile.makedirs(os.path.dirname(prefix))
+    return self._checkpoint.write(prefix)
+
+  def restore(self, directory: str) -> None:
+    prefix = self._prefix(directory)
+    if not tf.io.gfile.exists(prefix + ".index"):
+      raise FileNotFoundError(f"no input-pipeline state for host "
+                              f"{self.process_index} at {prefix}")
+    self._checkpoint.read(prefix).assert_consumed()
+
+  def skip_counts(self) -> dict[str, int]:
+    """Bad records skipped so far (lenient mode), by reason."""
+    return self._validator.counts()
+
+  def filter_counts(self) -> dict[str, int]:
+    """Good records left out on purpose: excluded ids, sub-sampled out."""
+    values = self._filter_counts.numpy()
+    return {name: int(v) for name, v in zip(FILTER_REASONS, values)}
+
+
+def make_train_iterator(data_cfg: ml_collections.ConfigDict,
+                        batch_sharding: Optional[jax.sharding.Sharding], *,
+                        process_index: Optional[int] = None,
+                        process_count: Optional[int] = None) -> TrainIterator:
+  return TrainIterator(data_cfg, batch_sharding, process_index=process_index,
+                       process_count=process_count)
+
+
+# ------------------------------------------------------------------- eval --
+
+@dataclasses.dataclass(frozen=True)
+class EvalExample:
+  image_id: str
+  domain: str          # 'in-domain' | 'near-domain' | 'out-domain' | ''
+  captions: list[str]  # all reference captions
+
+
+def _eval_records(files: Sequence[str], d: int,
+                  validator: records_lib.RecordValidator,
+                  chunk: int) -> tf.data.Dataset:
+  """Good records of an eval source, in file order, one element each."""
+  def parse(serialized):
+    parsed = records_lib.parse_batch(serialized, d)
+    keep = validator.keep_mask(parsed)
+    captions = parsed.pop("captions")
+    del parsed["reason"]
+    parsed["caption"] = captions[:, :1].to_tensor(default_value="",
+                                                  shape=[None, 1])[:, 0]
+    parsed["num_captions"] = tf.cast(captions.row_lengths(), tf.int32)
+    parsed["all_captions"] = tf.strings.reduce_join(
+        captions, axis=1, separator="\n")
+    return {k: tf.boolean_mask(v, keep) for k, v in parsed.items()}
+  ds = tf.data.TFRecordDataset(sorted(files)).batch(chunk)
+  return ds.map(parse).unbatch()
+
+
+class EvalIterator:
+  """Each iteration yields every example of the source exactly once.
+
+  Host h takes examples h, h + P, h + 2P, ... (P hosts); every host runs
+  `num_steps` steps; padding examples have example_mask False and
+  example_index -1.
+  """
+
+  def __init__(self, data_cfg: ml_collections.ConfigDict, source: str,
+               batch_sharding: Optional[jax.sharding.Sharding], *,
+               process_index: Optional[int] = None,
+               process_count: Optional[int] = None):
+    self.source = source
+    self.process_index, self.process_count = _hosts(process_index,
+                                                    process_count)
+    self.batch_sharding = batch_sharding
+    self.tokenizer = tokenizer_lib.SubwordTokenizer(vocab_path(data_cfg))
+    self._validator = records_lib.RecordValidator(strict=data_cfg.strict)
+    self._data_cfg = data_cfg
+    self._d = feature_dim(data_cfg, [source])
+    self._files = metadata_lib.shard_files(data_cfg.data_dir, source)
+    self.batch_size = per_host_batch(data_cfg.eval_global_batch_size,
+                                     self.process_count,
+                                     "eval_global_batch_size")
+    self.examples = self._read_examples()
+    n = len(self.examples)
+    most = math.ceil(n / self.process_count)          # host 0 has the most
+    self.num_steps = max(1, math.ceil(most / self.batch_size))
+
+  def _read_examples(self) -> list[EvalExample]:
+    validator = records_lib.RecordValidator(strict=self._data_cfg.strict)
+    spec = _eval_records(self._files, self._d, validator,
+                         self._data_cfg.parse_batch_size)
+    ds = spec.map(lambda e: (e["image_id"], e["domain"], e["all_captions"]))
+    examples = []
+    try:
+      for image_id, domain, captions in ds.batch(1024).as_numpy_iterator():
+        for i, dom, caps in zip(image_id, domain, captions):
+          examples.append(EvalExample(i.decode(), _DOMAIN_NAMES[int(dom)],
+                                      caps.decode().split("\n")))
+    except tf.errors.InvalidArgumentError as e:
+      error = records_lib.bad_record_error(e)
+      if error is None:
+        raise
+      raise error from e
+    self._validator.variable.assign(validator.variable)
+    return examples
+
+  def _dataset(self) -> tf.data.Dataset:
+    pi, pc = self.process_index, self.process_count
+    ds = _eval_records(self._files, self._d,
+                       records_lib.RecordValidator(strict=False),
+                       self._data_cfg.parse_batch_size)
+    ds = ds.enumerate().filter(lambda i, e: i % pc == pi)
+
+    def with_index(i, e):
+      e = dict(e)
+      for k in ("all_captions", "num_captions", "source", "width", "height"):
+        del e[k]
+      e["example_index"] = tf.cast(i, tf.int32)
+      e["example_mask"] = tf.constant(True)
+      return e
+    ds = ds.map(with_index)
+    local = len(range(pi, len(self.examples), pc))
+    num_pad = self.num_steps * self.batch_size - local
+    pad = tf.nest.map_structure(
+        lambda s: (tf.zeros(s.shape, s.dtype) if s.dtype != tf.string
+                   else tf.fill(s.shape, "")), ds.element_spec)
+    pad["example_index"] = tf.constant(-1)
+    pad["example_mask"] = tf.constant(False)
+    ds = ds.concatenate(tf.data.Dataset.from_tensors(pad).repeat(num_pad))
+    ds = ds.batch(self.batch_size, drop_remainder=True)
+    ds = ds.map(_tokenize_batch(self.tokenizer,
+                                self._data_cfg.max_caption_length,
+                                self._data_cfg.max_tag_tokens),
+                num_parallel_calls=AUTOTUNE, deterministic=True)
+    return ds.prefetch(2)
+
+  def host_batches(self) -> Iterator[dict]:
+    """This host's batches as numpy dicts (strings included)."""
+    for batch in self._dataset():
+      yield _to_numpy(batch)
+
+  def __iter__(self) -> Iterator[dict]:
+    if self.batch_sharding is None:
+      raise ValueError("EvalIterator was built without batch_sharding; "
+                       "use host_batches()")
+    for batch in self.host_batches():
+      yield to_device(batch, self.batch_sharding, EVAL_DEVICE_KEYS)
+
+  def __len__(self) -> int:
+    return self.num_steps
+
+  def skip_counts(self) -> dict[str, int]:
+    return self._validator.counts()
+
+
+def make_eval_iterator(data_cfg: ml_collections.ConfigDict, source: str,
+                       batch_sharding: Optional[jax.sharding.Sharding], *,
+                       process_index: Optional[int] = None,
+                       process_count: Optional[int] = None) -> EvalIterator:
+  return EvalIterator(data_cfg, source, batch_sharding,
+                      process_index=process_index, process_count=process_count)

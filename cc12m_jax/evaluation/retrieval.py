@@ -118,6 +118,8 @@ def top_k_chunked(queries: np.ndarray | Array,
     raise ValueError(f"k={k} must be in [1, gallery size {num_gallery}]")
   _check_finite("queries", queries)
   _check_finite("gallery", gallery)
+  if num_queries == 0:
+    return np.zeros((0, k), np.float32), np.zeros((0, k), np.int32)
 
   gallery_chunk = max(1, min(gallery_chunk, num_gallery))
   num_chunks = -(-num_gallery // gallery_chunk)

@@ -2,18 +2,13 @@
 
 `RnnToy`: a pure-function recurrent language model whose cache is its hidden
 state; `score_sequence` scores a whole sequence in NumPy, independently of the
-JAX decoding code, for exhaustive-enumeration checks.
-
-`ToyCaptioner`: a one-layer flax encoder-decoder with the Captioner interface
-(`encode`, `decode(..., decode=True)` with a flax key/value cache), used to
-check cached decoding against the full decoder and to test captioner glue.
+JAX decoding code, for exhaustive-enumeration checks. (The decoding glue is
+tested on the real Captioner, tests/decoding/captioner_decode_test.py.)
 """
 from __future__ import annotations
 
 import dataclasses
 
-import flax.linen as nn
-import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -64,68 +59,3 @@ class RnnToy:
       total += logp[tok]
       prev = tok
     return float(total)
-
-
-class ToyCaptioner(nn.Module):
-  """One-layer encoder-decoder with the Captioner method signatures."""
-  vocab_size: int
-  emb_dim: int = 16
-  num_heads: int = 2
-  max_len: int = 64
-
-  def setup(self):
-    self.feature_proj = nn.Dense(self.emb_dim)
-    self.tok_emb = nn.Embed(self.vocab_size, self.emb_dim)
-    self.pos_emb = self.param("pos_emb", nn.initializers.normal(1.0),
-                              (self.max_len, self.emb_dim))
-    self.self_attn = nn.MultiHeadDotProductAttention(num_heads=self.num_heads)
-    self.cross_attn = nn.MultiHeadDotProductAttention(
-        num_heads=self.num_heads)
-    self.out = nn.Dense(self.vocab_size)
-
-  def encode(self, batch, *, train: bool):
-    x = jnp.concatenate([batch["global_feature"][:, None],
-                         batch["region_features"]], axis=1)  # [B, 1+R, D]
-    mask = jnp.concatenate([jnp.ones_like(batch["region_mask"][:, :1]),
-                            batch["region_mask"]], axis=1)     # [B, 1+R]
-    return self.feature_proj(x), mask
-
-  def decode(self, decoder_inputs, encoded, encoder_mask, *, train: bool,
-             decode: bool = False):
-    length = decoder_inputs.shape[1]
-    x = self.tok_emb(decoder_inputs)                          # [B, L, E]
-    if decode:
-      is_init = not self.has_variable("cache", "position")
-      position = self.variable("cache", "position",
-                               lambda: jnp.zeros((), jnp.int32))
-      if is_init:
-        pos = self.pos_emb[:length]
-      else:
-        pos = jax.lax.dynamic_slice_in_dim(self.pos_emb, position.value, 1)
-        position.value = position.value + 1
-      causal = None
-    else:
-      pos = self.pos_emb[:length]
-      causal = nn.make_causal_mask(decoder_inputs)
-    x = x + pos[None]
-    x = x + self.self_attn(x, mask=causal, decode=decode)
-    cross_mask = nn.make_attention_mask(
-        jnp.ones(decoder_inputs.shape, bool), encoder_mask)
-    x = x + self.cross_attn(x, encoded, mask=cross_mask)
-    return self.out(x)                                        # [B, L, V]
-
-  def __call__(self, batch, *, train: bool):
-    encoded, mask = self.encode(batch, train=train)
-    return self.decode(batch["decoder_inputs"], encoded, mask, train=train)
-
-
-def toy_batch(rng: np.random.RandomState, batch: int, dim: int = 8,
-              regions: int = 3, length: int = 6) -> dict:
-  return {
-      "global_feature": rng.normal(size=(batch, dim)).astype(np.float32),
-      "region_features": rng.normal(size=(batch, regions, dim)
-                                    ).astype(np.float32),
-      "region_mask": rng.rand(batch, regions) > 0.3,
-      "decoder_inputs": rng.randint(3, 10, size=(batch, length)
-                                    ).astype(np.int32),
-  }

@@ -145,7 +145,15 @@ def eval_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.references = ""          # COCO/nocaps/Flickr JSON; '' means records' captions
   c.selection_metric = "out-domain/CIDEr"
+  c.selection_mode = "max"   # "max" or "min" (cc12m_jax.evaluation.selection)
   c.num_examples_to_show = 5
+  # Metrics to compute (comma-separated); SPICE is reported "unavailable"
+  # unless its Stanford CoreNLP jars are installed.
+  c.metrics = "CIDEr,BLEU-1,BLEU-2,BLEU-3,BLEU-4,METEOR,ROUGE-L,SPICE"
+  # Modes evaluate/predict: checkpoint to decode ('' means <workdir>) and its
+  # step (-1: latest).
+  c.checkpoint_dir = ""
+  c.checkpoint_step = -1
   return c
 
 

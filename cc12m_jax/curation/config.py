@@ -6,6 +6,8 @@ defaults and `_PRESET_DIFFERENCES` lists, in one place, every value the paper
 changes between the two. Values the paper does not give for CC3M are our choices,
 marked "(ours)" and explained in docs/curation.md.
 """
+import functools
+import types
 from typing import Any
 
 import ml_collections
@@ -194,6 +196,14 @@ def _get(config: ml_collections.ConfigDict, dotted: str) -> Any:
   return value
 
 
-def split_list(value: str) -> list[str]:
-  """'a, b,,c' -> ['a', 'b', 'c'] (config lists are comma-separated strings)."""
-  return [item.strip() for item in value.split(",") if item.strip()]
+def frozen(config: ml_collections.ConfigDict) -> types.SimpleNamespace:
+  """A plain-attribute copy for per-element code (ConfigDict access is slow)."""
+  return types.SimpleNamespace(**{
+      k: frozen(v) if isinstance(v, ml_collections.ConfigDict) else v
+      for k, v in config.items()})
+
+
+@functools.lru_cache(maxsize=256)
+def split_list(value: str) -> tuple[str, ...]:
+  """'a, b,,c' -> ('a', 'b', 'c') (config lists are comma-separated strings)."""
+  return tuple(item.strip() for item in value.split(",") if item.strip())

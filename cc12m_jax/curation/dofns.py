@@ -19,6 +19,7 @@ from apache_beam.metrics import Metrics
 import ml_collections
 
 from cc12m_jax.curation import candidates as candidates_lib
+from cc12m_jax.curation import config as config_lib
 from cc12m_jax.curation import hypernyms as hypernyms_lib
 from cc12m_jax.curation import image_filter
 from cc12m_jax.curation import nlp as nlp_lib
@@ -65,7 +66,7 @@ class FilterFn(_CountingDoFn):
 
   def __init__(self, config: ml_collections.ConfigDict):
     super().__init__()
-    self.config = config
+    self.config = config_lib.frozen(config)
 
   def process(self, raw: Any, excluded: Iterable[str] = ()) -> Iterator[Any]:
     self._count("input")
@@ -98,7 +99,7 @@ class NlpFn(_CountingDoFn):
 
   def __init__(self, config: ml_collections.ConfigDict):
     super().__init__()
-    self.config = config
+    self.config = config_lib.frozen(config)
     self._nlp = None
     self._hypernym = None
     self._done = 0

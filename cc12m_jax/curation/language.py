@@ -8,6 +8,8 @@ Two conditions, both cheap and documented in docs/curation.md:
    function words, and no fewer than the most frequent other Latin-script
    language's function words (tells French/Spanish/German/... apart).
 """
+import re
+
 from cc12m_jax.curation import words as words_lib
 
 ENGLISH = frozenset(
@@ -29,7 +31,12 @@ OTHER_LANGUAGES = {
 }
 
 
+_ASCII_LETTER = re.compile(r"[A-Za-z]")
+
+
 def latin_letter_ratio(text: str) -> float:
+  if text.isascii():  # fast path: the common case
+    return 1.0 if _ASCII_LETTER.search(text) else 0.0
   letters = [ch for ch in text if ch.isalpha()]
   if not letters:
     return 0.0

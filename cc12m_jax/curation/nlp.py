@@ -31,13 +31,11 @@ def load(model: str, disable: str = "") -> spacy.language.Language:
 
 
 def to_analysis(doc: "spacy.tokens.Doc") -> Analysis:
-  return Analysis(
-      tokens=tuple(t.text for t in doc),
-      pos=tuple(t.pos_ for t in doc),
-      tags=tuple(t.tag_ for t in doc),
-      offsets=tuple(t.idx for t in doc),
-      entities=tuple((e.start_char, e.end_char, e.label_) for e in doc.ents),
-  )
+  # One pass over the tokens (each Token access is a Python object).
+  rows = [(t.text, t.pos_, t.tag_, t.idx) for t in doc]
+  tokens, pos, tags, offsets = zip(*rows) if rows else ((), (), (), ())
+  return Analysis(tokens=tokens, pos=pos, tags=tags, offsets=offsets,
+                  entities=tuple((e.start_char, e.end_char, e.label_) for e in doc.ents))
 
 
 def analyze(nlp: spacy.language.Language, texts: Iterable[str], batch_size: int) -> list[Analysis]:

@@ -9,6 +9,7 @@ rare-word filter and the dataset statistics; `<PERSON>` stays whole and runs of
 `stem`: a tiny suffix stripper so that image tags match simple morphological
 variants of alt-text words (dogs/dog, running/run, berries/berry).
 """
+import functools
 import re
 
 _PIECE_STRIP = "\"'`.,;:!?()[]{}<>«»“”‘’…-–—_*/\\|~^#@"
@@ -47,6 +48,7 @@ def caption_tokens(text: str) -> list[str]:
   return _TOKEN.findall(text.lower())
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def stem(word: str) -> str:
   """Strips one common English inflection: plural -s/-es/-ies, -ing, -ed."""
   w = word.lower()

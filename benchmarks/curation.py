@@ -1,0 +1,97 @@
+r"""Curation throughput: the cc12m preset end to end vs bare spaCy on the same texts.
+
+python benchmarks/curation.py [--num_candidates=6000] [--workdir=/tmp/curation_bench]
+
+1. Builds a synthetic raw pool and keeps the candidates that pass every
+   pre-spaCy check (image, language, length, tags), so the pipeline runs spaCy
+   on exactly the texts bare spaCy gets.
+2. Bare: `nlp.pipe` over those texts (same model, same disabled pipes, same
+   batch size, one process), model load excluded.
+3. Curation: `run_curation` with the cc12m preset on one core (Beam
+   FnApiRunner in_memory, one worker): read shards, filter, spaCy, transforms,
+   global token counts, rare-word side input, write kept/rejects/counts; wall
+   time includes pipeline start-up and the model load.
+Both run in this one process on one core; throughput is measured in CPU time
+(time.process_time: candidates per CPU-second, i.e. per core), which is
+robust to other load on a shared machine; wall-clock figures are printed too.
+The last line is the ratio (target >= 0.8).
+"""
+import json
+import os
+import shutil
+import sys
+import time
+
+from absl import app
+from absl import flags
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from cc12m_jax.curation import candidates  # pylint: disable=g-import-not-at-top
+from cc12m_jax.curation import config as config_lib
+from cc12m_jax.curation import dofns
+from cc12m_jax.curation import nlp as nlp_lib
+from cc12m_jax.curation import run as run_lib
+from cc12m_jax.curation import synthetic_pool
+
+_NUM = flags.DEFINE_integer("num_candidates", 6000, "Candidates that reach spaCy.")
+_WORKDIR = flags.DEFINE_string("workdir", "/tmp/curation_bench", "Scratch directory.")
+_REPEATS = flags.DEFINE_integer("repeats", 2, "Timing repeats (best is reported).")
+
+
+def _nlp_candidates(config, n):
+  """Raw records that pass FilterFn (so all reach spaCy), with metadata only."""
+  filter_fn = dofns.FilterFn(config)
+  out, seed = [], 0
+  while len(out) < n:
+    pool, _ = synthetic_pool.generate_pool(4 * n, num_concepts=200, seed=seed,
+                                           bytes_fraction=0.0)
+    for raw in pool:
+      result = next(iter(filter_fn.process(raw)))
+      if isinstance(result, dict):
+        out.append(raw)
+    seed += 1
+  return out[:n]
+
+
+def main(argv):
+  del argv
+  config = config_lib.preset_config("cc12m")
+  config.beam.direct_running_mode = "in_memory"
+  config.beam.direct_num_workers = 1
+  config.num_output_shards = 1
+  raws = _nlp_candidates(config, _NUM.value)
+  texts = [candidates.clean_alt_text(r["alt_text"]) for r in raws]
+  os.makedirs(_WORKDIR.value, exist_ok=True)
+  input_path = os.path.join(_WORKDIR.value, "pool.jsonl")
+  with open(input_path, "w", encoding="utf-8") as f:
+    for r in raws:
+      f.write(json.dumps(r) + "\n")
+  nlp = nlp_lib.load(config.nlp.model, config.nlp.disable)
+  bare_best = curation_best = 0.0
+  for repeat in range(_REPEATS.value):
+    wall, cpu = time.perf_counter(), time.process_time()
+    for _ in nlp.pipe(texts, batch_size=config.nlp.batch_size):
+      pass
+    bare = len(texts) / (time.process_time() - cpu)
+    bare_wall = len(texts) / (time.perf_counter() - wall)
+    output_dir = os.path.join(_WORKDIR.value, "out")
+    shutil.rmtree(output_dir, ignore_errors=True)
+    config.input, config.output_dir = input_path, output_dir
+    wall, cpu = time.perf_counter(), time.process_time()
+    counts = run_lib.run_curation(config)
+    curation = counts["input"] / (time.process_time() - cpu)
+    curation_wall = counts["input"] / (time.perf_counter() - wall)
+    print(f"repeat {repeat}: bare nlp.pipe {bare:.1f} texts/CPU-s ({bare_wall:.1f}/s wall); "
+          f"curation {curation:.1f} candidates/CPU-s ({curation_wall:.1f}/s wall); "
+          f"kept {counts['kept']} of {counts['input']}", flush=True)
+    bare_best, curation_best = max(bare_best, bare), max(curation_best, curation)
+  print(f"pipes: {','.join(nlp.pipe_names)}; batch size {config.nlp.batch_size}; "
+        f"{len(texts)} texts, mean {sum(len(t.split()) for t in texts) / len(texts):.1f} words")
+  print(f"bare_spacy_texts_per_sec_per_core: {bare_best:.1f}")
+  print(f"curation_cc12m_candidates_per_sec_per_core: {curation_best:.1f}")
+  print(f"curation_vs_bare_spacy_ratio: {curation_best / bare_best:.3f} x")
+
+
+if __name__ == "__main__":
+  app.run(main)

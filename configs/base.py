@@ -46,9 +46,6 @@ def data_config() -> ml_collections.ConfigDict:
   # Records are parsed in chunks of this many (batched parsing is much
   # faster than per-record parsing), before the per-host batch is formed.
   c.parse_batch_size = 256
-  # Shuffle of (image, caption) examples after caption expansion, so the 5
-  # captions of a COCO image do not land in the same batch.
-  c.example_shuffle_buffer = 1024
   return c
 
 

@@ -39,6 +39,8 @@ DEVICE_KEYS = ("global_feature", "region_features", "region_boxes",
                "decoder_inputs", "decoder_targets", "example_mask", "domain")
 EVAL_DEVICE_KEYS = DEVICE_KEYS + ("example_index",)
 FILTER_REASONS = ("excluded_id", "subsampled_out")
+# Granularity (examples) at which training sources are mixed.
+MIX_BLOCK = 4
 _HASH_BUCKETS = 1_000_000
 _DOMAIN_NAMES = {v: k for k, v in records_lib.DOMAIN_IDS.items()}
 
@@ -160,28 +162,74 @@ def _host_records(files: Sequence[str], pi: int, pc: int, *, shuffle: bool,
   return tf.data.TFRecordDataset(files).shard(pc, pi)
 
 
-def _expand_captions(parsed: dict, keep: tf.Tensor) -> dict:
-  """Kept records -> one example per caption (B' = total kept captions)."""
-  rows = tf.cast(tf.where(keep)[:, 0], tf.int32)                      # [K]
-  captions = tf.gather(parsed["captions"], rows)                      # [K,(C)]
-  example_rows = tf.gather(rows, captions.value_rowids())             # [B']
-  out = {k: tf.gather(v, example_rows) for k, v in parsed.items()
-         if k not in ("captions", "reason")}
-  out["caption"] = captions.flat_values                               # [B']
-  return out
+def _expand_captions(parsed: dict, keep: tf.Tensor, seed: int) -> dict:
+  """Kept records -> one example per caption, in a pseudo-random order.
+
+  The order comes from a fingerprint of (image id, caption index, seed), not
+  from an RNG, so it holds no state and an iterator restored from a
+  checkpoint reproduces it; it spreads the 5 captions of a COCO image over
+  the chunk (and so over several batches).
+  """
+  dropped = ("captions", "reason", "width", "height")
+  captions = parsed["captions"]                                       # [B,(C)]
+
+  def identity():  # the common web case: every record kept, one caption
+    out = {k: v for k, v in parsed.items() if k not in dropped}
+    out["caption"] = captions.flat_values                             # [B]
+    return out
+
+  def expand():
+    rows = tf.cast(tf.where(keep)[:, 0], tf.int32)                    # [K]
+    kept = tf.gather(captions, rows)                                  # [K,(C)]
+    example_rows = tf.gather(rows, kept.value_rowids())               # [E]
+    caption_index = tf.strings.as_string(
+        tf.range(tf.size(kept.flat_values)) -
+        tf.gather(kept.row_starts(), kept.value_rowids()))            # [E]
+    key = tf.strings.join([tf.gather(parsed["image_id"], example_rows),
+                           caption_index, str(seed)], separator="/")
+    order = tf.argsort(tf.strings.to_hash_bucket_fast(key, 2**62))   # [E]
+    example_rows = tf.gather(example_rows, order)
+    out = {k: tf.gather(v, example_rows) for k, v in parsed.items()
+           if k not in dropped}
+    out["caption"] = tf.gather(kept.flat_values, order)               # [E]
+    return out
+
+  simple = tf.reduce_all(keep) & tf.reduce_all(captions.row_lengths() == 1)
+  return tf.cond(simple, identity, expand)
+
+
+def _tokenize_batch(tokenizer: tokenizer_lib.SubwordTokenizer,
+                    max_caption_length: int, max_tag_tokens: int):
+  """Adds decoder_inputs/targets [B, L] and tag_tokens [B, T, K]; drops tags."""
+  def fn(batch: dict) -> dict:
+    ids = tokenizer.tf_tokenize(batch["caption"])                     # [B,(P)]
+    inputs, targets = tokenizer_lib.decoder_arrays(ids, max_caption_length)
+    out = dict(batch)
+    out["decoder_inputs"] = inputs                                    # [B, L]
+    out["decoder_targets"] = targets                                  # [B, L]
+    out["tag_tokens"] = tokenizer.tf_tokenize_tags(
+        out.pop("tags"), max_tag_tokens)                              # [B,T,K]
+    if "example_mask" not in out:
+      out["example_mask"] = tf.ones_like(batch["domain"], tf.bool)
+    return out
+  return fn
 
 
 class _SourceParser:
-  """The per-chunk map of one training source (parse, validate, filter)."""
+  """The per-chunk map of one training source: parse, validate, drop
+  excluded / sub-sampled ids, one example per caption, tokenize."""
 
   def __init__(self, d: int, validator: records_lib.RecordValidator,
                filter_counts: tf.Variable, fraction: float,
-               exclude: Optional[tf.lookup.StaticHashTable]):
+               exclude: Optional[tf.lookup.StaticHashTable], seed: int,
+               tokenize):
     self.d = d
     self.validator = validator
     self.filter_counts = filter_counts
     self.fraction = fraction
     self.exclude = exclude
+    self.seed = seed
+    self.tokenize = tokenize
 
   def __call__(self, serialized: tf.Tensor) -> dict:
     parsed = records_lib.parse_batch(serialized, self.d)
@@ -197,23 +245,7 @@ class _SourceParser:
         tf.reduce_sum(tf.cast(good & ~excluded & ~sampled, tf.int64))])
     with tf.control_dependencies([self.filter_counts.assign_add(counts)]):
       keep = good & ~excluded & sampled
-    return _expand_captions(parsed, keep)
-
-
-def _tokenize_batch(tokenizer: tokenizer_lib.SubwordTokenizer,
-                    max_caption_length: int, max_tag_tokens: int):
-  def fn(batch: dict) -> dict:
-    ids = tokenizer.tf_tokenize(batch["caption"])                     # [B,(P)]
-    inputs, targets = tokenizer_lib.decoder_arrays(ids, max_caption_length)
-    out = dict(batch)
-    out["decoder_inputs"] = inputs                                    # [B, L]
-    out["decoder_targets"] = targets                                  # [B, L]
-    out["tag_tokens"] = tokenizer.tf_tokenize_tags(
-        out.pop("tags"), max_tag_tokens)                              # [B,T,K]
-    if "example_mask" not in out:
-      out["example_mask"] = tf.ones_like(batch["domain"], tf.bool)
-    return out
-  return fn
+    return self.tokenize(_expand_captions(parsed, keep, self.seed))
 
 
 def _options() -> tf.data.Options:
@@ -242,12 +274,14 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
   exclude_sources = _csv(data_cfg.exclude_ids_of)
   exclude_ids = {s: read_image_ids(metadata_lib.shard_files(data_cfg.data_dir, s))
                  for s in exclude_sources}
+  tokenize = _tokenize_batch(tokenizer, data_cfg.max_caption_length,
+                             data_cfg.max_tag_tokens)
   streams = []
   for i, src in enumerate(sources):
     seed = data_cfg.seed * 1009 + i
     ids = [x for s, v in exclude_ids.items() if s != src.name for x in v]
     parser = _SourceParser(d, validator, filter_counts, src.fraction,
-                           _id_table(ids))
+                           _id_table(ids), seed, tokenize)
     ds = _host_records(metadata_lib.shard_files(data_cfg.data_dir, src.name),
                        process_index, process_count, shuffle=True, seed=seed,
                        num_parallel_reads=data_cfg.num_parallel_reads)
@@ -255,22 +289,20 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
       ds = ds.shuffle(data_cfg.shuffle_buffer, seed=seed,
                       reshuffle_each_iteration=True)
     ds = ds.repeat().batch(data_cfg.parse_batch_size)
-    ds = ds.map(parser, num_parallel_calls=AUTOTUNE, deterministic=True)
-    streams.append(ds.unbatch())
+    # Device-ready examples in chunks of varying size (filtering, captions).
+    streams.append(ds.map(parser, num_parallel_calls=AUTOTUNE,
+                          deterministic=True))
   if len(streams) == 1:
     ds = streams[0]
   else:
+    # Mix in blocks of MIX_BLOCK examples: exact proportions in expectation,
+    # without splitting every chunk into single examples.
     weights = np.array([s.weight for s in sources], np.float64)
     ds = tf.data.Dataset.sample_from_datasets(
-        streams, weights=(weights / weights.sum()).tolist(),
+        [s.rebatch(MIX_BLOCK) for s in streams],
+        weights=(weights / weights.sum()).tolist(),
         seed=data_cfg.seed, stop_on_empty_dataset=False)
-  if data_cfg.example_shuffle_buffer > 1:
-    ds = ds.shuffle(data_cfg.example_shuffle_buffer, seed=data_cfg.seed + 1,
-                    reshuffle_each_iteration=True)
-  ds = ds.batch(batch, drop_remainder=True)
-  ds = ds.map(_tokenize_batch(tokenizer, data_cfg.max_caption_length,
-                              data_cfg.max_tag_tokens),
-              num_parallel_calls=AUTOTUNE, deterministic=True)
+  ds = ds.rebatch(batch, drop_remainder=True)
   return ds.prefetch(AUTOTUNE).with_options(_options())
 
 

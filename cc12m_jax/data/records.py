@@ -180,11 +180,11 @@ def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
 
   captions = ex["captions"]                                           # [B,(C)]
   num_captions = captions.row_lengths()                               # [B]
-  domain_ids = tf.constant(list(DOMAIN_IDS.values()), tf.int32)
-  domain_table = tf.lookup.StaticHashTable(
-      tf.lookup.KeyValueTensorInitializer(
-          tf.constant(list(DOMAIN_IDS.keys())), domain_ids), default_value=-1)
-  domain = domain_table.lookup(ex["domain"])                          # [B]
+  # Domain label -> id with a few vectorized compares (no table: a table
+  # built inside a tf.data function would be rebuilt for every batch).
+  domain = tf.fill([batch], -1)                                       # [B]
+  for label, label_id in DOMAIN_IDS.items():
+    domain = tf.where(ex["domain"] == label, label_id, domain)
 
   # ---- reason codes, in priority order (first failing check wins).
   length = tf.strings.length

@@ -113,12 +113,17 @@ class SubwordTokenizer:
     return pieces.merge_dims(1, 2)                              # [B, (P)]
 
   def tf_tokenize_tags(self, tags: tf.Tensor, max_tokens: int) -> tf.Tensor:
-    """str [B, T] -> i32 [B, T, K]: the first K pieces of each tag, 0-padded."""
+    """str [B, T] -> i32 [B, T, K]: the first K pieces of each tag, 0-padded.
+
+    Tags repeat a lot within a batch (a few hundred distinct strings among
+    B*T), so only the distinct ones are tokenized.
+    """
     t = tags.shape[1]
-    ids = self.tf_tokenize(tf.reshape(tags, [-1]))              # [B*T, (P)]
-    ids = ids[:, :max_tokens].to_tensor(
-        default_value=st.PAD_ID, shape=[None, max_tokens])      # [B*T, K]
-    return tf.reshape(ids, [-1, t, max_tokens])                 # [B, T, K]
+    unique, index = tf.unique(tf.reshape(tags, [-1]))           # [U], [B*T]
+    ids = self.tf_tokenize(unique)[:, :max_tokens]              # [U, (<=K)]
+    ids = ids.to_tensor(default_value=st.PAD_ID,
+                        shape=[None, max_tokens])               # [U, K]
+    return tf.reshape(tf.gather(ids, index), [-1, t, max_tokens])  # [B,T,K]
 
   def encode(self, text: str) -> list[int]:
     return self.tf_tokenize(tf.constant([text]))[0].numpy().tolist()

@@ -23,7 +23,7 @@ import base64
 import io
 import json
 import os
-from typing import Any, Optional, Sequence
+from typing import Any, Sequence
 
 from absl import app
 from absl import flags

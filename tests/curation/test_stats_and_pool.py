@@ -1,9 +1,7 @@
 """Dataset statistics job and the synthetic raw pool."""
-import io
 import json
 import os
 
-import numpy as np
 from PIL import Image
 
 from cc12m_jax.curation import candidates

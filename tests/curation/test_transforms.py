@@ -1,6 +1,5 @@
 """Text transforms (paper Section 2.2, step 4) and the image-text filter."""
 import json
-import os
 
 import pytest
 

@@ -1,0 +1,153 @@
+"""CaptionEvaluator on real records + EvalIterator + SubwordTokenizer, and
+the best-checkpoint tracker."""
+import json
+
+import jax
+import ml_collections
+import numpy as np
+import pytest
+
+from configs import base
+from cc12m_jax.data import metadata as metadata_lib
+from cc12m_jax.data import pipeline, records as records_lib
+from cc12m_jax.data.text import special_tokens
+from cc12m_jax.decoding import captioner_decode
+from cc12m_jax.evaluation import captioner_eval, nocaps, ptb_tokenizer
+from cc12m_jax.evaluation.selection import BestCheckpointTracker
+from cc12m_jax.models import captioner as captioner_lib
+
+WORDS = ["a", "dog", "cat", "on", "the", "grass", "tortoise", "sand", "red",
+         "bus", "##s", "violin", "table"]
+DOMAINS = ["in-domain", "in-domain", "in-domain", "near-domain",
+           "near-domain", "out-domain", "out-domain"]
+D = 8
+
+
+def write_world(data_dir: str) -> None:
+  rng = np.random.RandomState(0)
+  records = []
+  for i, domain in enumerate(DOMAINS):
+    n = 3
+    boxes = np.sort(rng.rand(n, 4), -1).astype(np.float32)
+    records.append(records_lib.FeatureRecord(
+        image_id=f"img{i}", source="nocaps_val",
+        global_feature=rng.normal(size=D).astype(np.float32),
+        region_features=rng.normal(size=(n, D)).astype(np.float32),
+        region_boxes=boxes, tags=["dog", "grass"],
+        tag_scores=np.array([0.9, 0.5], np.float32),
+        captions=[f"a dog on the grass {i}", "a red bus", "a cat on sand"],
+        width=640, height=480, domain=domain))
+  records_lib.write_records(
+      metadata_lib.shard_prefix(data_dir, "nocaps_val"), records, 2)
+  metadata_lib.write_metadata(data_dir, metadata_lib.DatasetMetadata(
+      source="nocaps_val", feature_dim=D, num_records=len(records),
+      num_captions=3 * len(records), num_shards=2))
+  with open(f"{data_dir}/vocab.txt", "w") as f:
+    f.write("\n".join(list(special_tokens.RESERVED_TOKENS) + WORDS) + "\n")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+  data_dir = str(tmp_path_factory.mktemp("world"))
+  write_world(data_dir)
+  config = base.get_config()
+  config.data.data_dir = data_dir
+  config.data.eval_global_batch_size = 4
+  config.data.max_caption_length = 8
+  config.data.max_tag_tokens = 2
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:4]), ("data",))
+  sharding = jax.sharding.NamedSharding(mesh,
+                                        jax.sharding.PartitionSpec("data"))
+  iterator = pipeline.make_eval_iterator(config.data, "nocaps_val", sharding)
+  m = base.model_config()
+  m.emb_dim, m.num_heads, m.mlp_dim = 16, 2, 32
+  m.num_encoder_layers = m.num_decoder_layers = 1
+  model = captioner_lib.Captioner(m, iterator.tokenizer.vocab_size)
+  init_batch = next(iterator.host_batches())
+  params = jax.jit(lambda r, b: model.init(r, b, train=False))(
+      jax.random.key(0), {k: init_batch[k] for k in pipeline.DEVICE_KEYS}
+  )["params"]
+  decode_cfg = base.decode_config()
+  decode_cfg.beam_size, decode_cfg.max_decode_len = 2, 5
+  return model, params, iterator, decode_cfg
+
+
+def test_every_example_decoded_once_and_detokenized(setup):
+  model, params, iterator, decode_cfg = setup
+  fn = captioner_decode.make_decode_fn(model, decode_cfg)
+  predictions = captioner_eval.decode_eval_set(
+      fn, params, iterator, iterator.examples, iterator.tokenizer)
+  assert sorted(predictions) == sorted(f"img{i}" for i in range(7))
+  # Same captions when decoding the host batches without sharding.
+  expected = {}
+  for batch in iterator.host_batches():
+    out = fn(params, {k: batch[k] for k in pipeline.DEVICE_KEYS},
+             jax.random.key(0))
+    captions = captioner_decode.best_captions(out, iterator.tokenizer)
+    for row, idx in enumerate(batch["example_index"]):
+      if batch["example_mask"][row]:
+        expected[iterator.examples[idx].image_id] = captions[row]
+  assert predictions == expected
+
+
+@pytest.mark.skipif(ptb_tokenizer.java_unavailable_reason() is not None,
+                    reason="needs Java")
+def test_evaluator_reports_domains_from_records(setup):
+  model, params, iterator, decode_cfg = setup
+  result = captioner_eval.evaluate_captioner(
+      model, params, iterator, iterator.tokenizer, None, decode_cfg,
+      metrics=("CIDEr", "BLEU-4", "ROUGE-L"))
+  report = result.report
+  assert report["num_images"] == {"in-domain": 3, "near-domain": 2,
+                                  "out-domain": 2, "overall": 7}
+  assert report["num_references_without_prediction"] == 0
+  direct = nocaps.evaluate(result.predictions, result.references,
+                           metrics=("CIDEr", "BLEU-4", "ROUGE-L"))
+  assert direct["scores"] == report["scores"]
+
+
+def test_evaluator_rejects_references_missing_eval_images(setup, tmp_path):
+  model, _, iterator, decode_cfg = setup
+  refs = nocaps.References({"img0": ["a dog"]}, {"img0": "in-domain"},
+                           {"img0": "img0"}, "partial.json")
+  with pytest.raises(KeyError, match="img1"):
+    captioner_eval.CaptionEvaluator(model, decode_cfg, iterator,
+                                    iterator.tokenizer, refs)
+
+
+def test_tracker_keeps_best_and_survives_restart(tmp_path):
+  tracker = BestCheckpointTracker(str(tmp_path), "out-domain/CIDEr")
+  assert tracker.update(100, {"out-domain/CIDEr": 0.3, "in-domain/CIDEr": 0.5})
+  assert not tracker.update(200, {"out-domain/CIDEr": 0.2,
+                                  "in-domain/CIDEr": 0.9})
+  assert tracker.update(300, {"out-domain/CIDEr": 0.4, "in-domain/CIDEr": 0.8})
+  again = BestCheckpointTracker(str(tmp_path), "out-domain/CIDEr")
+  assert (again.best_step, again.best_value) == (300, 0.4)
+  assert [h["in-domain/CIDEr"] for h in again.history] == [0.5, 0.9, 0.8]
+  assert not again.update(400, {"out-domain/CIDEr": float("nan")})
+  with pytest.raises(KeyError, match="out-domain/CIDEr"):
+    again.update(500, {"overall/CIDEr": 1.0})
+  with pytest.raises(ValueError, match="tracks"):
+    BestCheckpointTracker(str(tmp_path), "overall/CIDEr")
+  low = BestCheckpointTracker(str(tmp_path / "min"), "overall/loss", "min")
+  assert low.update(1, {"overall/loss": 2.0})
+  assert low.update(2, {"overall/loss": 1.0})
+  assert json.loads((tmp_path / "min" / "best.json").read_text())[
+      "best_step"] == 2
+
+
+def test_tracker_saves_params_in_trainer_checkpoint_layout(tmp_path):
+  import orbax.checkpoint as ocp
+  from cc12m_jax.train.checkpointing import STATE_ITEM
+  params = {"w": np.arange(6, dtype=np.float32).reshape(2, 3),
+            "b": np.ones(3, np.float32)}
+  tracker = BestCheckpointTracker(str(tmp_path), "overall/CIDEr")
+  tracker.save_params(7, params)
+  tracker.save_params(9, jax.tree_util.tree_map(lambda x: x * 2, params))
+  manager = ocp.CheckpointManager(tmp_path / "checkpoints",
+                                  item_names=(STATE_ITEM,))
+  assert manager.all_steps() == [9]  # only the best is kept
+  restored = manager.restore(9, args=ocp.args.Composite(**{
+      STATE_ITEM: ocp.args.PyTreeRestore()}))[STATE_ITEM]
+  np.testing.assert_array_equal(np.asarray(restored["params"]["w"]),
+                                params["w"] * 2)

@@ -42,6 +42,8 @@ from typing import Any, Callable
 import jax
 import jax.numpy as jnp
 
+from cc12m_jax.data.text import special_tokens
+
 
 # Cache pytree; every leaf has leading dimension B*K, except scalars (e.g.
 # flax's `cache_index`), which are shared by all beams and left as they are.
@@ -134,9 +136,9 @@ def beam_search(init_cache: Cache,
                 beam_size: int = 5,
                 alpha: float = 0.6,
                 max_decode_len: int = 36,
-                eos_id: int = 2,
-                bos_id: int = 1,
-                pad_id: int = 0,
+                eos_id: int = special_tokens.EOS_ID,
+                bos_id: int = special_tokens.BOS_ID,
+                pad_id: int = special_tokens.PAD_ID,
                 beam_invariant_keys: tuple[str, ...] = (),
                 ) -> tuple[jax.Array, jax.Array]:
   """Beam search; returns (sequences int32 [B, K, L], scores f32 [B, K]).

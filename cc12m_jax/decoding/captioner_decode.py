@@ -22,6 +22,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
+from cc12m_jax.data.text import special_tokens
 from cc12m_jax.decoding import beam_search as beam_lib
 from cc12m_jax.decoding import sampling
 
@@ -80,7 +81,9 @@ def init_decoder_cache(model: nn.Module, encoded: jax.Array,
 
 def decode_batch(model: nn.Module, params: Any, batch: Mapping[str, Any],
                  rng: jax.Array, cfg: ml_collections.ConfigDict, *,
-                 eos_id: int = 2, bos_id: int = 1, pad_id: int = 0,
+                 eos_id: int = special_tokens.EOS_ID,
+                 bos_id: int = special_tokens.BOS_ID,
+                 pad_id: int = special_tokens.PAD_ID,
                  logits_hook: Callable[[jax.Array], jax.Array] | None = None,
                  ) -> dict[str, jax.Array]:
   """Decodes one batch (traceable; see make_decode_fn for the jitted form).

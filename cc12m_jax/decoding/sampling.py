@@ -17,6 +17,8 @@ import dataclasses
 import jax
 import jax.numpy as jnp
 
+from cc12m_jax.data.text import special_tokens
+
 from cc12m_jax.decoding.beam_search import (NEG_INF, Cache, TokensToLogits,
                                             mask_disallowed)
 
@@ -106,7 +108,9 @@ def _decode_loop(init_cache: Cache, tokens_to_logits: TokensToLogits,
 
 def greedy_search(init_cache: Cache, tokens_to_logits: TokensToLogits,
                   batch_size: int, *, max_decode_len: int = 36,
-                  eos_id: int = 2, bos_id: int = 1, pad_id: int = 0
+                  eos_id: int = special_tokens.EOS_ID,
+                  bos_id: int = special_tokens.BOS_ID,
+                  pad_id: int = special_tokens.PAD_ID
                   ) -> tuple[jax.Array, jax.Array]:
   """Arg-max decoding; returns (sequences int32 [B, L], logprobs f32 [B])."""
   choose = lambda logits, t: jnp.argmax(logits, axis=-1)
@@ -118,7 +122,9 @@ def greedy_search(init_cache: Cache, tokens_to_logits: TokensToLogits,
 def sample(init_cache: Cache, tokens_to_logits: TokensToLogits,
            batch_size: int, rng: jax.Array, *, max_decode_len: int = 36,
            temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
-           eos_id: int = 2, bos_id: int = 1, pad_id: int = 0
+           eos_id: int = special_tokens.EOS_ID,
+           bos_id: int = special_tokens.BOS_ID,
+           pad_id: int = special_tokens.PAD_ID
            ) -> tuple[jax.Array, jax.Array]:
   """Ancestral sampling; returns (sequences int32 [B, L], logprobs f32 [B]).
 

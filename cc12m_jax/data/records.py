@@ -283,7 +283,8 @@ class RecordValidator:
 
 def bad_record_error(error: tf.errors.OpError) -> Optional[BadRecordError]:
   """The BadRecordError inside a tf.data error raised by keep_mask, if any."""
-  text = str(error.message)
+  # The assertion prints its data with escaped quotes.
+  text = str(error.message).replace("\\'", "'")
   start = text.find("bad record: ")
   if start < 0:
     return None

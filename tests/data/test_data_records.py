@@ -1,0 +1,133 @@
+"""Feature-record schema: round trip, fixed shapes, every bad-record reason."""
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from cc12m_jax.data import records as records_lib
+from conftest import FEATURE_DIM, make_record
+
+D = FEATURE_DIM
+
+
+def _parse(paths):
+  ds = tf.data.TFRecordDataset(paths).batch(64)
+  return records_lib.parse_batch(next(iter(ds)), D)
+
+
+def test_round_trip_and_fixed_shapes(tmp_path):
+  rng = np.random.default_rng(0)
+  recs = [make_record(i, rng) for i in range(7)]
+  recs[3] = make_record(3, rng, domain="out-domain", tags=[],
+                        tag_scores=np.zeros([0], np.float32))
+  paths = records_lib.write_records(str(tmp_path / "r"), recs, num_shards=3)
+  assert len(paths) == 3
+  back = {r.image_id: r for r in records_lib.read_records(paths, D)}
+  assert sorted(back) == sorted(r.image_id for r in recs)
+  for r in recs:
+    b = back[r.image_id]
+    np.testing.assert_array_equal(b.global_feature, r.global_feature)
+    np.testing.assert_array_equal(b.region_features, r.region_features)
+    np.testing.assert_allclose(b.region_boxes, r.region_boxes)
+    np.testing.assert_allclose(b.tag_scores, r.tag_scores)
+    assert (b.tags, b.captions, b.domain, b.width, b.height) == (
+        list(r.tags), list(r.captions), r.domain, r.width, r.height)
+
+  p = _parse(paths)
+  assert p["region_features"].shape == (7, 16, D)
+  assert p["region_boxes"].shape == (7, 16, 5)
+  assert p["tags"].shape == (7, 16) and p["tag_mask"].shape == (7, 16)
+  ids = [i.decode() for i in p["image_id"].numpy()]
+  for row, image_id in enumerate(ids):
+    r = recs[int(image_id[-4:])]
+    n = len(r.region_boxes)
+    mask = p["region_mask"][row].numpy()
+    assert mask[:n].all() and not mask[n:].any()
+    boxes = p["region_boxes"][row].numpy()
+    area = (r.region_boxes[:, 2] - r.region_boxes[:, 0]) * (
+        r.region_boxes[:, 3] - r.region_boxes[:, 1])
+    np.testing.assert_allclose(boxes[:n, 4], area, rtol=1e-6)
+    assert not boxes[n:].any() and not p["region_features"][row, n:].numpy().any()
+    assert p["tag_mask"][row].numpy().sum() == len(r.tags)
+  assert p["domain"].numpy()[ids.index("img_0003")] == 3
+  assert not p["reason"].numpy().any()
+
+
+def _bad_examples(rng):
+  """reason -> serialized tf.train.Example of a record bad for that reason."""
+  def ser(record):
+    return records_lib.record_to_example(record)
+
+  bad = {}
+  ex = ser(make_record(100, rng))
+  del ex.features.feature["width"]
+  bad["missing_field"] = ex
+  bad["wrong_shape"] = ser(make_record(
+      101, rng, region_features=rng.normal(size=(2, D)),
+      region_boxes=np.array([[0.1, 0.1, 0.5, 0.5]])))
+  g = rng.normal(size=D)
+  g[3] = np.nan
+  bad["non_finite"] = ser(make_record(102, rng, global_feature=g))
+  bad["box_out_of_range"] = ser(make_record(
+      103, rng, region_features=rng.normal(size=(1, D)),
+      region_boxes=np.array([[0.2, 0.1, 1.3, 0.5]])))
+  bad["empty_caption"] = ser(make_record(104, rng, captions=["fine", "  "]))
+  bad["bad_domain"] = ser(make_record(105, rng, domain="mid-domain"))
+  return bad
+
+
+def test_every_reason_has_a_case():
+  assert sorted(_bad_examples(np.random.default_rng(0))) == sorted(
+      records_lib.BAD_REASONS)
+
+
+def _write_mixed(path, bad_example, rng):
+  good = [records_lib.record_to_example(make_record(i, rng)) for i in range(5)]
+  with tf.io.TFRecordWriter(path) as w:
+    for ex in good[:2] + [bad_example] + good[2:]:
+      w.write(ex.SerializeToString())
+
+
+@pytest.mark.parametrize("reason", records_lib.BAD_REASONS)
+def test_lenient_skips_and_counts(tmp_path, reason):
+  rng = np.random.default_rng(1)
+  bad = _bad_examples(rng)[reason]
+  path = str(tmp_path / "mixed.tfrecord")
+  _write_mixed(path, bad, rng)
+  validator = records_lib.RecordValidator(strict=False)
+
+  def keep(serialized):
+    parsed = records_lib.parse_batch(serialized, D)
+    return tf.boolean_mask(parsed["image_id"], validator.keep_mask(parsed))
+  ds = tf.data.TFRecordDataset(path).batch(4).map(keep)
+  kept = [i.decode() for b in ds for i in b.numpy()]
+  assert kept == [f"img_{i:04d}" for i in range(5)]
+  expected = {r: 0 for r in records_lib.BAD_REASONS}
+  expected[reason] = 1
+  assert validator.counts() == expected
+
+
+@pytest.mark.parametrize("reason", records_lib.BAD_REASONS)
+def test_strict_raises_with_id_and_reason(tmp_path, reason):
+  rng = np.random.default_rng(2)
+  bad = _bad_examples(rng)[reason]
+  path = str(tmp_path / "mixed.tfrecord")
+  _write_mixed(path, bad, rng)
+  validator = records_lib.RecordValidator(strict=True)
+  ds = tf.data.TFRecordDataset(path).batch(4).map(
+      lambda s: validator.keep_mask(records_lib.parse_batch(s, D)))
+  with pytest.raises(tf.errors.InvalidArgumentError) as info:
+    for _ in ds:
+      pass
+  error = records_lib.bad_record_error(info.value)
+  assert isinstance(error, records_lib.BadRecordError)
+  image_id = bad.features.feature["image_id"].bytes_list.value[0].decode()
+  assert f"image_id='{image_id}'" in str(error)
+  assert str(error).endswith(f"reason={reason}")
+
+
+def test_read_records_raises_on_bad_record(tmp_path):
+  rng = np.random.default_rng(3)
+  path = str(tmp_path / "mixed.tfrecord")
+  _write_mixed(path, _bad_examples(rng)["non_finite"], rng)
+  with pytest.raises(records_lib.BadRecordError, match="img_0102.*non_finite"):
+    list(records_lib.read_records([path], D))

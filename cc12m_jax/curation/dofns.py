@@ -16,6 +16,7 @@ from typing import Any, Iterable, Iterator
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+from apache_beam.transforms import window
 import ml_collections
 
 from cc12m_jax.curation import candidates as candidates_lib
@@ -165,9 +166,7 @@ class BundleTokenCountFn(beam.DoFn):
 
   def finish_bundle(self):
     for token, count in self._counts.items():
-      yield beam.utils.windowed_value.WindowedValue(
-          (token, count), beam.transforms.window.GlobalWindow().max_timestamp(),
-          (beam.transforms.window.GlobalWindow(),))
+      yield window.GlobalWindows.windowed_value((token, count))
     self._counts = Counter()
 
 

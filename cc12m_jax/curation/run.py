@@ -5,8 +5,9 @@ python -m cc12m_jax.curation.run --config=configs/curation_cc12m.py \
     [--config.exclude='out/cc3m/kept-*.jsonl'] [Beam pipeline args, e.g.
     --runner=DataflowRunner --project=... --temp_location=gs://...]
 
-Unrecognised flags are handed to Beam's PipelineOptions. Without --runner the
-config's beam section picks the DirectRunner in multi-process mode. At the end
+Unrecognised flags are handed to Beam's PipelineOptions and win over the
+config's beam section, which by default picks Beam's local FnApiRunner (the
+DirectRunner's batch engine) with one worker process per core. At the end
 the counts table is printed and written to <output_dir>/counts.md; a count gap
 (input != kept + rejections) is an error.
 """
@@ -30,15 +31,17 @@ from cc12m_jax.curation import pipeline
 from cc12m_jax.curation import report
 
 
-
 def pipeline_options(config: ml_collections.ConfigDict,
                      beam_args: Sequence[str] = ()) -> PipelineOptions:
   """Beam options: explicit beam_args win over the config's beam section."""
   options = PipelineOptions(list(beam_args))
-  if not any(a.startswith("--runner") for a in beam_args):
+  given = lambda name: any(a == f"--{name}" or a.startswith(f"--{name}=") for a in beam_args)
+  if not given("runner"):
     options.view_as(StandardOptions).runner = config.beam.runner
-    direct = options.view_as(DirectOptions)
+  direct = options.view_as(DirectOptions)
+  if not given("direct_running_mode"):
     direct.direct_running_mode = config.beam.direct_running_mode
+  if not given("direct_num_workers"):
     direct.direct_num_workers = config.beam.direct_num_workers or os.cpu_count() or 1
   return options
 

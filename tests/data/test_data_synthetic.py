@@ -1,0 +1,145 @@
+"""The synthetic long-tail world: inventory, determinism, sources, files."""
+import collections
+import filecmp
+import json
+import os
+
+import numpy as np
+
+from cc12m_jax.data import metadata as metadata_lib
+from cc12m_jax.data import records as records_lib
+from cc12m_jax.data.synthetic import concepts as concepts_lib
+from cc12m_jax.data.synthetic import generate as generate_lib
+from cc12m_jax.data.synthetic import world as world_lib
+from cc12m_jax.data.text import tokenizer as tokenizer_lib
+from conftest import FEATURE_DIM, tiny_config
+
+
+def test_inventory_is_deterministic_and_long_tailed():
+  inv = concepts_lib.build_inventory(600, seed=0)
+  assert inv == concepts_lib.build_inventory(600, seed=0)
+  assert inv != concepts_lib.build_inventory(600, seed=1)
+  assert len(inv) == 600 and len({c.name for c in inv}) == 600
+  domains = collections.Counter(c.domain for c in inv)
+  assert domains["in-domain"] == 80
+  assert domains["near-domain"] > 100 and domains["out-domain"] > 100
+  freqs = np.array([c.frequency for c in inv])
+  assert abs(freqs.sum() - 1) < 1e-9 and (np.diff(freqs) <= 0).all()
+  # Zipf: rank 1 is ~100x rank 100; COCO concepts hold the head.
+  assert 50 < freqs[0] / freqs[99] < 200
+  assert all(c.domain == "in-domain" for c in inv[:80])
+  assert all(c.name == c.name.lower() and c.name.strip() == c.name
+             for c in inv)
+  hypernyms = {c.hypernym for c in inv}
+  assert {"fruit", "animal", "instrument", "vehicle", "sport", "place",
+          "brand", "food"} <= hypernyms
+
+
+def test_small_inventory_keeps_every_domain():
+  inv = concepts_lib.build_inventory(40, seed=3)
+  assert {c.domain for c in inv} == set(concepts_lib.DOMAINS)
+
+
+def test_same_seed_same_bytes(tiny_world, tmp_path):
+  cfg, data_dir, _ = tiny_world
+  again = str(tmp_path / "again")
+  generate_lib.generate(tiny_config(seed=0), again, log=lambda _: None)
+  files = sorted(os.path.relpath(os.path.join(root, f), data_dir)
+                 for root, _, names in os.walk(data_dir) for f in names)
+  assert len(files) > 20
+  match, mismatch, errors = filecmp.cmpfiles(data_dir, again, files,
+                                             shallow=False)
+  assert not mismatch and not errors and len(match) == len(files)
+  other = str(tmp_path / "other")
+  generate_lib.generate(tiny_config(seed=1), other, log=lambda _: None)
+  assert not filecmp.cmp(os.path.join(data_dir, "cc12m",
+                                      "records.tfrecord-00000-of-00004"),
+                         os.path.join(other, "cc12m",
+                                      "records.tfrecord-00000-of-00004"),
+                         shallow=False)
+
+
+def test_sources_and_summary(tiny_world):
+  cfg, data_dir, summary = tiny_world
+  syn = cfg.synthetic
+  expected = {"cc3m": (syn.num_cc3m, 1), "cc12m": (syn.num_cc12m, 1),
+              "coco_train": (syn.num_coco_train, 5),
+              "coco_val": (syn.num_coco_val, 5),
+              "nocaps_val": (syn.num_nocaps_val, 10),
+              "flickr_train": (12, 5), "flickr_val": (3, 5),
+              "flickr_test": (3, 5)}
+  for source, (n, caps) in expected.items():
+    meta = metadata_lib.load_metadata(data_dir, source)
+    assert (meta.num_records, meta.num_captions, meta.feature_dim) == (
+        n, n * caps, FEATURE_DIM), source
+    assert summary["sources"][source] == {"records": n, "captions": n * caps}
+    recs = list(records_lib.read_records(
+        metadata_lib.shard_files(data_dir, source), FEATURE_DIM))
+    assert len(recs) == n and all(len(r.captions) == caps for r in recs)
+    assert all(1 <= len(r.region_features) <= 16 and len(r.tags) <= 16
+               for r in recs)
+  assert summary["skipped"] == {r: 0 for r in records_lib.BAD_REASONS}
+  vocab = tokenizer_lib.load_vocab(os.path.join(data_dir, "vocab.txt"))
+  assert summary["vocab_size"] == len(vocab)
+  text = generate_lib.format_summary(summary, data_dir)
+  assert "cc12m" in text and "vocab size" in text
+
+
+def test_caption_styles(tiny_world):
+  cfg, data_dir, _ = tiny_world
+  inventory = {c.name: c for c in concepts_lib.build_inventory(
+      cfg.synthetic.num_concepts, cfg.synthetic.seed)}
+
+  def read(source):
+    return list(records_lib.read_records(
+        metadata_lib.shard_files(data_dir, source), FEATURE_DIM))
+
+  coco_words = " ".join(c for r in read("coco_train") for c in r.captions)
+  named = {n for n in inventory if f" {n} " in f" {coco_words} "}
+  assert named and all(inventory[n].domain == "in-domain" for n in named)
+  cc3m = " ".join(c for r in read("cc3m") for c in r.captions)
+  assert not any(ch.isdigit() for ch in cc3m) and "<PERSON>" not in cc3m
+  cc12m = read("cc12m")
+  text = " ".join(c for r in cc12m for c in r.captions)
+  assert "#" in text and "<PERSON>" in text and any(ch.isdigit() for ch in text)
+  assert any(r.image_id.startswith("cc3m_") for r in cc12m)
+  mean_len = lambda s: np.mean([len(c.split()) for c in s.split("\n")])
+  assert mean_len("\n".join(c for r in cc12m for c in r.captions)) > (
+      mean_len("\n".join(c for r in read("cc3m") for c in r.captions)))
+  nocaps = read("nocaps_val")
+  assert {r.domain for r in nocaps} == {"in-domain", "near-domain",
+                                        "out-domain"}
+
+
+def test_region_features_identify_concepts():
+  """Learnability: every salient concept of an image has a region whose
+  nearest prototype (out of 600) is that concept (at a realistic D)."""
+  world = world_lib.World(600, 128, seed=0)
+  rng = np.random.default_rng(0)
+  found = total = 0
+  for _ in range(200):
+    scene = world.sample_scene(rng)
+    rendered = world.render(scene, rng)
+    nearest = set((rendered.region_features @ world.concept_protos.T
+                   ).argmax(1).tolist())                          # [N] -> set
+    for inst in scene.instances:
+      total += 1
+      found += inst.concept in nearest
+  assert found / total > 0.98
+
+
+def test_reference_files(tiny_world):
+  _, data_dir, _ = tiny_world
+  with open(os.path.join(data_dir, "coco_val", "captions.json")) as f:
+    coco = json.load(f)
+  assert len(coco["images"]) == 10 and len(coco["annotations"]) == 50
+  with open(os.path.join(data_dir, "nocaps_val", "nocaps_val.json")) as f:
+    nocaps = json.load(f)
+  assert {i["domain"] for i in nocaps["images"]} == {
+      "in-domain", "near-domain", "out-domain"}
+  assert len(nocaps["annotations"]) == 10 * len(nocaps["images"])
+  with open(os.path.join(data_dir, "flickr", "dataset_flickr30k.json")) as f:
+    flickr = json.load(f)
+  splits = collections.Counter(i["split"] for i in flickr["images"])
+  assert splits == {"train": 12, "val": 3, "test": 3}
+  assert all(len(i["sentences"]) == 5 for i in flickr["images"])

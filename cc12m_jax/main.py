@@ -45,6 +45,13 @@ def _hide_accelerators_from_tensorflow() -> None:
     pass
 
 
+class _QuietLibraries(std_logging.Filter):
+  """Drops INFO chatter of orbax (it logs every save step by step)."""
+
+  def filter(self, record: std_logging.LogRecord) -> bool:
+    return record.levelno >= std_logging.WARNING or "/orbax/" not in record.pathname
+
+
 def run(config, workdir: str):
   validation.validate(config)
   module_name, fn_name = DISPATCH[config.mode]
@@ -63,6 +70,8 @@ def main(argv):
   if jax.process_index() != 0:
     logging.set_verbosity(logging.WARNING)
   std_logging.getLogger("absl").setLevel(std_logging.INFO)
+  for handler in std_logging.getLogger().handlers + std_logging.getLogger("absl").handlers:
+    handler.addFilter(_QuietLibraries())
   logging.info("JAX process %d/%d, %d local / %d global devices (%s).", jax.process_index(),
                jax.process_count(), jax.local_device_count(), jax.device_count(),
                jax.devices()[0].platform)

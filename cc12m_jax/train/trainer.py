@@ -36,14 +36,14 @@ class NonFiniteLossError(RuntimeError):
 def resolve_data_dims(config: ml_collections.ConfigDict) -> tuple[int, int]:
   """(vocab_size, feature_dim) from config, or from the vocabulary / metadata when 0."""
   vocab_size, feature_dim = int(config.model.vocab_size), int(config.model.feature_dim)
+  # pylint: disable=g-import-not-at-top
+  from cc12m_jax.data import pipeline
+  from cc12m_jax.data.text.tokenizer import SubwordTokenizer
   if vocab_size == 0:
-    from cc12m_jax.data.text.tokenizer import SubwordTokenizer  # pylint: disable=g-import-not-at-top
-    vocab_path = config.data.vocab_path or os.path.join(config.data.data_dir, "vocab.txt")
-    vocab_size = SubwordTokenizer(vocab_path).vocab_size
+    vocab_size = SubwordTokenizer(pipeline.vocab_path(config.data)).vocab_size
   if feature_dim == 0:
-    from cc12m_jax.data.metadata import load_metadata  # pylint: disable=g-import-not-at-top
-    source = config.data.train_sources.split(",")[0]
-    feature_dim = int(load_metadata(config.data.data_dir, source).feature_dim)
+    sources = [s.name for s in pipeline.train_sources(config.data)]
+    feature_dim = int(pipeline.feature_dim(config.data, sources))
   return vocab_size, feature_dim
 
 
@@ -236,7 +236,7 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
     ckpt.close()
     writer.flush()
   skipped = getattr(train_iter, "skip_counts", lambda: {})()
-  if skipped and is_chief:
+  if any(skipped.values()) and is_chief:
     logging.warning("Input records skipped, by reason: %s", skipped)
   return state
 

@@ -1,0 +1,67 @@
+"""Fixtures for trainer tests: a tiny synthetic world and tiny trainer configs."""
+import os
+
+import jax
+import pytest
+
+from cc12m_jax.data.synthetic import generate
+from configs import base
+
+# Compiled programs are reused across the in-process and subprocess runs of
+# these tests (same shapes, same code): a large saving on a 2-core machine.
+COMPILATION_CACHE = "/tmp/cc12m_jax_test_compilation_cache"
+
+
+def pytest_configure(config):  # pylint: disable=unused-argument
+  os.environ.setdefault("JAX_COMPILATION_CACHE_DIR", COMPILATION_CACHE)
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+  os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+  jax.config.update("jax_compilation_cache_dir", os.environ["JAX_COMPILATION_CACHE_DIR"])
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0)
+  jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
+
+@pytest.fixture(scope="session")
+def tiny_world(tmp_path_factory) -> str:
+  """data_dir of a very small synthetic world (feature dim 16, ~200-word vocab)."""
+  cfg = base.get_config()
+  s = cfg.synthetic
+  s.num_concepts, s.feature_dim, s.vocab_size = 40, 16, 300
+  s.num_cc3m, s.num_cc12m, s.num_coco_train = 40, 120, 40
+  s.num_coco_val = s.num_nocaps_val = s.num_flickr = 12
+  data_dir = str(tmp_path_factory.mktemp("world"))
+  generate.generate(cfg, data_dir, log=lambda message: None)
+  return data_dir
+
+
+def trainer_config(data_dir: str, **train_overrides):
+  """A 1+1-layer width-32 captioner on the tiny world, batch 8."""
+  from configs import synthetic_pretrain  # pylint: disable=g-import-not-at-top
+  config = synthetic_pretrain.get_config()
+  config.data.data_dir = data_dir
+  config.data.global_batch_size = 8
+  config.data.shuffle_buffer = 50
+  config.data.parse_batch_size = 16
+  config.data.max_caption_length = 12
+  m = config.model
+  m.emb_dim, m.num_heads, m.mlp_dim = 32, 4, 64
+  m.num_encoder_layers = m.num_decoder_layers = 1
+  config.train.log_every_steps = 2
+  config.train.checkpoint_every_steps = 2
+  config.train.num_train_steps = 4
+  config.train.async_checkpointing = True
+  for k, v in train_overrides.items():
+    config.train[k] = v
+  return config
+
+
+def config_overrides(config) -> list[str]:
+  """`config` as `--config.x.y=v` flags on top of configs/synthetic_pretrain.py (CLI runs)."""
+  from configs import synthetic_pretrain  # pylint: disable=g-import-not-at-top
+  base_cfg = synthetic_pretrain.get_config()
+  flags = []
+  for section in ("data", "model", "train", "optim", "mesh"):
+    for key, value in config[section].items():
+      if base_cfg[section][key] != value:
+        flags.append(f"--config.{section}.{key}={value}")
+  return flags

@@ -3,15 +3,17 @@
 Train, per source (each host reads its own files):
   shard files by host -> shuffle files -> interleave TFRecord reads
   -> shuffle records -> repeat -> batch(parse_batch_size)
-  -> parse + validate + exclude + sub-sample + expand captions (one map)
-  -> unbatch
-then mix sources (`sample_from_datasets`, seeded) -> shuffle examples
--> batch(per-host batch) -> tokenize captions and tags (in-graph, batched)
--> prefetch. `TrainIterator` turns each host batch into global jax.Arrays
-with `jax.make_array_from_process_local_data`.
+  -> one map over the chunk: parse + validate + drop excluded / sub-sampled
+     ids + one example per caption + WordPiece tokenization of captions and
+     tags (all vectorized, in-graph)
+then mix sources (`sample_from_datasets`, seeded, in blocks of MIX_BLOCK
+examples) -> `rebatch` to the per-host batch -> prefetch. `TrainIterator`
+turns each host batch into global jax.Arrays with
+`jax.make_array_from_process_local_data`.
 
-Parsing happens on chunks of serialized records and tokenization on whole
-batches: vectorized ops, far cheaper than per-example work.
+Parsing and tokenizing whole chunks, and `rebatch` instead of
+unbatch/batch, keep the per-example work out of the pipeline
+(benchmarks/input_pipeline.py).
 
 The train iterator position (every buffer, RNG and file offset of the
 tf.data iterator, plus the skip counters) is saved with tf.train.Checkpoint,

@@ -12,7 +12,8 @@ Protocol (train on Flickr train, select on val, report test):
   1. `python -m cc12m_jax.main --config=configs/vlm_flickr_finetune.py:<lr>
       --workdir=W_lr --config.train.init_from=<pretrain workdir>` for each lr;
   2. `python -m cc12m_jax.main --config=configs/vlm_flickr_finetune.py:<lr>
-      --workdir=W_lr --config.mode=evaluate --config.train.init_from=W_lr`
+      --workdir=W_lr --config.mode=evaluate --config.train.init_from=<pretrain workdir>`
+     (eval.checkpoint_dir '' = the workdir W_lr)
      scores every kept checkpoint on flickr_val (image_retrieval/R@1), keeps
      the best and reports flickr_val and flickr_test for it in
      W_lr/retrieval_<step>.json;

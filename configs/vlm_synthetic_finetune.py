@@ -1,7 +1,7 @@
 """Fine-tunes the synthetic vlm model on the synthetic Flickr train split.
 
-Needs `--config.train.init_from=<vlm_synthetic_pretrain workdir>`; then
-`--config.mode=evaluate --config.train.init_from=<this workdir>` selects the
+Needs `--config.train.init_from=<vlm_synthetic_pretrain workdir>`; then the
+same command with `--config.mode=evaluate` (same workdir) selects the
 checkpoint on flickr_val and reports flickr_test.
 """
 import ml_collections

@@ -3,7 +3,7 @@
 Zero-shot retrieval on the synthetic Flickr split afterwards:
   python -m cc12m_jax.main --config=configs/vlm_synthetic_pretrain.py --workdir=W
   python -m cc12m_jax.main --config=configs/vlm_synthetic_pretrain.py --workdir=W \
-      --config.mode=evaluate --config.train.init_from=W
+      --config.mode=evaluate
 """
 import ml_collections
 

@@ -1,7 +1,7 @@
 """Zero-shot Flickr30K image retrieval of a vlm pre-trained model (Table 8).
 
-The model is applied as is: `--config.train.init_from=<pretrain workdir>`
-(latest checkpoint; `--config.train.init_step=N` for another). Reports
+The model is applied as is: `--config.eval.checkpoint_dir=<pretrain workdir>`
+(latest checkpoint; `--config.eval.checkpoint_step=N` for another). Reports
 image retrieval (each of the 5,000 test captions as a query over the 1,000
 test images) and text retrieval R@1/5/10 into <workdir>/retrieval_<step>.json.
 """
@@ -19,6 +19,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.exclude_ids_of = ""
   config.data.eval_sources = "flickr_test"
   config.eval.selection_metric = "none"  # zero-shot: no checkpoint selection
-  config.train.init_from = ""  # required
+  config.eval.checkpoint_dir = ""  # the pre-training workdir ('' = --workdir)
+  config.eval.checkpoint_step = -1
   config.train.distributed = False
   return config

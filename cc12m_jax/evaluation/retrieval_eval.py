@@ -13,13 +13,14 @@ come from `config.eval.references` (a Karpathy-split JSON such as
 id; with no references, each record's own captions are the queries.
 
 `evaluate(config, workdir)` is the 'evaluate' mode for objective 'vlm':
-  * zero-shot: `train.init_from` = a pre-training workdir (or checkpoint dir),
-    evaluated as is on `data.eval_sources` (e.g. flickr_test);
-  * fine-tuned: `train.init_from` = the Flickr fine-tuning workdir and
-    `eval.selection_metric` = 'image_retrieval/R@1': with `train.init_step`
-    = -1 every kept checkpoint is scored on the FIRST eval source
-    (flickr_val), the best step is kept, and all eval sources (flickr_val,
-    flickr_test) are reported for it.
+  * zero-shot: `eval.checkpoint_dir` = a pre-training workdir ('' = workdir),
+    its latest checkpoint (or `eval.checkpoint_step`) evaluated as is on
+    `data.eval_sources` (e.g. flickr_test);
+  * fine-tuned: `eval.checkpoint_dir` = the Flickr fine-tuning workdir and
+    `eval.selection_metric` = 'image_retrieval/R@1': with
+    `eval.checkpoint_step` = -1 every kept checkpoint is scored on the FIRST
+    eval source (flickr_val), the best step (`eval.selection_mode` max) is
+    kept, and all eval sources (flickr_val, flickr_test) are reported for it.
 The result is written to `<workdir>/retrieval_<step>.json` and returned.
 """
 from __future__ import annotations
@@ -38,6 +39,8 @@ from jax.sharding import Mesh, NamedSharding
 
 from cc12m_jax import sharding
 from cc12m_jax.evaluation import flickr, retrieval
+
+STATE_ITEM = "state"  # the trainer's checkpoint item (cc12m_jax/train/checkpointing.py)
 
 # Eval source name suffix -> Karpathy split.
 _SPLIT_OF_SOURCE = {"train": "train", "val": "val", "test": "test"}
@@ -164,53 +167,88 @@ def evaluate_source(config: ml_collections.ConfigDict, model, params: Any, mesh:
   return metrics
 
 
-def _checkpoint_steps(directory: str) -> tuple[epath.Path, list[int]]:
+def _checkpoint_manager(directory: str):
+  """An orbax manager over `<directory>/checkpoints` (or `directory` itself)."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   path = epath.Path(directory)
   if (path / "checkpoints").exists():
     path = path / "checkpoints"
   if not path.exists():
-    raise ValueError(f"config.train.init_from={directory!r}: no such checkpoint directory")
-  manager = ocp.CheckpointManager(path)
-  steps = sorted(manager.all_steps())
-  manager.close()
-  if not steps:
-    raise ValueError(f"config.train.init_from={directory!r}: no checkpoint steps in {path}")
-  return path, steps
+    raise ValueError(f"config.eval.checkpoint_dir={directory!r}: no such checkpoint directory")
+  # The explicit handler lets item_metadata/restore work on a fresh manager.
+  manager = ocp.CheckpointManager(path, item_names=(STATE_ITEM,),
+                                  item_handlers={STATE_ITEM: ocp.PyTreeCheckpointHandler()})
+  if not manager.all_steps():
+    manager.close()
+    raise ValueError(f"config.eval.checkpoint_dir={directory!r}: no checkpoint steps in {path}")
+  return manager
+
+
+def load_params(manager, step: int, abstract_params: Any, param_shardings: Any) -> Any:
+  """The 'params' of the train state saved at `step`, placed on `param_shardings`.
+
+  Every model parameter must be in the checkpoint with the same shape (a
+  captioner checkpoint, or a dual encoder of another size, is refused with
+  the names of the first differing parameters).
+  """
+  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
+  saved = manager.item_metadata(step)[STATE_ITEM]["params"]
+  saved_shapes = {jax.tree_util.keystr(p): tuple(m.shape)
+                  for p, m in jax.tree_util.tree_leaves_with_path(saved)}
+  wanted = {jax.tree_util.keystr(p): tuple(a.shape)
+            for p, a in jax.tree_util.tree_leaves_with_path(abstract_params)}
+  bad = [f"{k}: model {v}, checkpoint {saved_shapes.get(k, 'missing')}"
+         for k, v in wanted.items() if saved_shapes.get(k) != v]
+  if bad:
+    raise ValueError(f"checkpoint step {step} in {manager.directory} does not fit the dual "
+                     f"encoder ({len(bad)} parameter(s)): " + "; ".join(bad[:4]))
+  target = jax.tree_util.tree_map(
+      lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
+      abstract_params, param_shardings)
+  restored = manager.restore(step, args=ocp.args.Composite(**{
+      STATE_ITEM: ocp.args.PyTreeRestore(
+          item={"params": target},
+          restore_args=ocp.checkpoint_utils.construct_restore_args({"params": target}),
+          partial_restore=True)}))
+  return restored[STATE_ITEM]["params"]
 
 
 def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """'evaluate' mode for objective 'vlm' (see module docstring)."""
   from cc12m_jax.data.text.tokenizer import SubwordTokenizer  # pylint: disable=g-import-not-at-top
-  from cc12m_jax.train import checkpointing, trainer  # pylint: disable=g-import-not-at-top
+  from cc12m_jax.train import trainer  # pylint: disable=g-import-not-at-top
 
   if config.train.objective != "vlm":
     raise ValueError(f"config.train.objective={config.train.objective!r}: retrieval evaluation "
                      "needs a 'vlm' dual encoder")
-  sources = [s for s in config.data.eval_sources.split(",") if s]
+  sources = [s.strip() for s in config.data.eval_sources.split(",") if s.strip()]
   if not sources:
     raise ValueError("config.data.eval_sources names no source to evaluate")
-  checkpoint_dir = config.train.init_from or workdir
-  _, steps = _checkpoint_steps(checkpoint_dir)
+  metric, mode = config.eval.selection_metric, config.eval.selection_mode
+  if mode not in ("max", "min"):
+    raise ValueError(f"config.eval.selection_mode={mode!r}: use 'max' or 'min'")
+  checkpoint_dir = config.eval.checkpoint_dir or workdir
+  manager = _checkpoint_manager(checkpoint_dir)
+  steps = sorted(manager.all_steps())
   setup = trainer.Setup(config)
   vocab_path = config.data.vocab_path or os.path.join(config.data.data_dir, "vocab.txt")
   tokenizer = SubwordTokenizer(vocab_path)
 
   def load(step: int):
-    params, _ = checkpointing.load_pretrained_params(
-        checkpoint_dir, step, setup.abstract_params, setup.param_shardings)
-    return params
+    return load_params(manager, step, setup.abstract_params, setup.param_shardings)
 
-  if config.train.init_step >= 0:
-    candidates = [int(config.train.init_step)]
-  elif config.eval.selection_metric.startswith(("image_retrieval/", "text_retrieval/")):
+  if config.eval.checkpoint_step >= 0:
+    if config.eval.checkpoint_step not in steps:
+      raise ValueError(f"config.eval.checkpoint_step={config.eval.checkpoint_step} not in "
+                       f"{checkpoint_dir!r} (has {steps})")
+    candidates = [int(config.eval.checkpoint_step)]
+  elif metric.startswith(("image_retrieval/", "text_retrieval/")):
     candidates = steps  # fine-tuned: choose the checkpoint on the first source
   else:
-    candidates = [steps[-1]]  # zero-shot: the final pre-training checkpoint
+    candidates = [steps[-1]]  # zero-shot: the final checkpoint, as is
 
   selection: dict[int, float] = {}
   if len(candidates) > 1:
-    metric = config.eval.selection_metric
     for step in candidates:
       scores = evaluate_source(config, setup.model, load(step), setup.mesh, sources[0], tokenizer)
       if metric not in scores:
@@ -218,13 +256,16 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
                          f"(have {sorted(scores)})")
       selection[step] = scores[metric]
       logging.info("checkpoint %d: %s %s = %.2f", step, sources[0], metric, selection[step])
-    # Highest score; ties go to the earlier step (less fine-tuning).
-    best = max(candidates, key=lambda s: (selection[s], -s))
+    sign = 1.0 if mode == "max" else -1.0
+    # Best score; ties go to the earlier step (less fine-tuning).
+    best = max(candidates, key=lambda s: (sign * selection[s], -s))
   else:
     best = candidates[0]
 
   params = load(best)
+  manager.close()
   result: dict[str, Any] = {"checkpoint_dir": str(checkpoint_dir), "step": best,
+                            "selection_source": sources[0] if selection else None,
                             "selection": {str(k): v for k, v in selection.items()},
                             "sources": {}}
   for source in sources:

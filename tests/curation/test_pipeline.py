@@ -111,3 +111,19 @@ def test_exclusion_and_cc3m_is_stricter(pool_dir, cc12m_runs, tmp_path):
 def test_reconciliation_detects_a_gap():
   with pytest.raises(report.ReconciliationError, match="gap 1"):
     report.check({"input": 10, "kept": 4, "rejected/text/empty": 5})
+
+
+def test_hostile_lines_through_beam_are_all_counted(tmp_path):
+  path = tmp_path / "hostile.jsonl"
+  good = json.dumps(helpers.record("ok", "a dog on the beach with a ball"))
+  lines = [good.encode(), b"", b"\xff\xfe\xfa not utf-8", b"[1, 2]", b"{}",
+           json.dumps({"id": "t", "alt_text": "x" * 100_000, "format": "JPEG", "width": 900,
+                       "height": 800, "url": "u"}).encode(),
+           json.dumps({"id": "e", "alt_text": "a 🐶 &amp; a ball 🎾 on the beach",
+                       "image_base64": "@@", "url": "u"}).encode()]
+  path.write_bytes(b"\n".join(lines) + b"\n")
+  counts = helpers.run(helpers.test_config("cc12m", text__min_token_count=0), str(path),
+                       str(tmp_path / "out"))
+  assert counts == {"input": 7, "kept": 1, "rejected/input/bad_json": 2,
+                    "rejected/input/not_an_object": 1, "rejected/input/missing_id": 1,
+                    "rejected/text/too_many_chars": 1, "rejected/image/bad_base64": 1}

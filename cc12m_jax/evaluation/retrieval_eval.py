@@ -278,3 +278,27 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     out.mkdir(parents=True, exist_ok=True)
     (out / f"retrieval_{best}.json").write_text(json.dumps(result, indent=2, sort_keys=True))
   return result
+
+
+def main(argv: Sequence[str]) -> None:
+  """`python -m cc12m_jax.evaluation.retrieval_eval --config=... --workdir=...`."""
+  from absl import app  # pylint: disable=g-import-not-at-top
+  from cc12m_jax.train import validation  # pylint: disable=g-import-not-at-top
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  config = _FLAGS["config"].value
+  validation.validate(config)
+  result = evaluate(config, _FLAGS["workdir"].value)
+  print(json.dumps(result, indent=2, sort_keys=True))
+
+
+_FLAGS: dict[str, Any] = {}
+
+if __name__ == "__main__":
+  from absl import app, flags  # pylint: disable=g-import-not-at-top
+  from ml_collections import config_flags  # pylint: disable=g-import-not-at-top
+  _FLAGS["config"] = config_flags.DEFINE_config_file("config", None, "configs/*.py file.",
+                                                     lock_config=True)
+  _FLAGS["workdir"] = flags.DEFINE_string("workdir", None, "Output (and default checkpoint) dir.")
+  flags.mark_flags_as_required(["config", "workdir"])
+  app.run(main)

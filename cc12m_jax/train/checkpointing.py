@@ -101,7 +101,8 @@ def load_pretrained_params(init_from: str, step: int, target_params: Any,
     directory = directory / "checkpoints"
   if not directory.exists():
     raise InitFromError(f"config.train.init_from={init_from!r}: no such checkpoint directory.")
-  manager = ocp.CheckpointManager(directory, item_names=(STATE_ITEM,))
+  manager = ocp.CheckpointManager(
+      directory, item_handlers={STATE_ITEM: ocp.PyTreeCheckpointHandler()})
   steps = manager.all_steps()
   if not steps:
     raise InitFromError(f"config.train.init_from={init_from!r}: no checkpoint steps in {directory}.")

@@ -89,6 +89,38 @@ class Setup:
     return call
 
 
+class PeriodicEvaluation:
+  """Decodes and scores the eval sets (cc12m_jax.evaluation) and keeps the best params.
+
+  Scores are logged as eval/<source>/<group>/<metric>. The selection metric
+  (config.eval.selection_metric, e.g. 'out-domain/CIDEr') is read from the
+  *last* source of config.data.eval_sources unless it names a source itself
+  ('coco_val/overall/CIDEr'); the best parameters go to <workdir>/best.
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict, setup: Setup, workdir: str, writer):
+    # pylint: disable=g-import-not-at-top
+    from cc12m_jax.evaluation import runner, selection
+    self._runner, self._workdir, self._writer = runner, workdir, writer
+    self.evaluators = runner.make_evaluators(config, setup)
+    self.tracker = selection.BestCheckpointTracker(
+        os.path.join(workdir, "best"), config.eval.selection_metric, config.eval.selection_mode)
+    self.num_examples = config.eval.num_examples_to_show
+
+  def __call__(self, step: int, params: Any) -> None:
+    from cc12m_jax.evaluation import nocaps  # pylint: disable=g-import-not-at-top
+    scores: dict[str, float] = {}
+    for source, evaluator in self.evaluators.items():
+      result = evaluator(params)
+      self._runner.write_and_log(result, source, step, self._workdir, self._writer,
+                                 self.num_examples)
+      flat = nocaps.flatten_scores(result.report)
+      scores.update(flat)  # the last source's unprefixed names win
+      scores.update({f"{source}/{k}": v for k, v in flat.items()})
+    if self.tracker.update(step, scores):
+      self.tracker.save_params(step, params)
+
+
 class _Preemption:
   """Turns SIGTERM into a flag checked between steps."""
 
@@ -186,6 +218,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
   report = periodic_actions.ReportProgress(num_train_steps=total, writer=writer,
                                            every_steps=tcfg.log_every_steps)
   digest_path = epath.Path(workdir) / "batch_digests.jsonl"
+  evaluation = (PeriodicEvaluation(config, setup, workdir, writer)
+                if tcfg.eval_every_steps > 0 else None)
   last_saved = latest
   pending: list[tuple[int, dict]] = []
   log_time, log_step = time.time(), start_step
@@ -224,6 +258,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
         if must_save:
           ckpt.save(step, state, train_iter)
           last_saved = step
+        if evaluation is not None and (step % tcfg.eval_every_steps == 0 or step == total):
+          evaluation(step, state["params"])
         if preempted:
           logging.warning("Preempted: checkpoint for step %d written; exiting.", step)
           break

@@ -151,3 +151,43 @@ def test_tracker_saves_params_in_trainer_checkpoint_layout(tmp_path):
       STATE_ITEM: ocp.args.PyTreeRestore()}))[STATE_ITEM]
   np.testing.assert_array_equal(np.asarray(restored["params"]["w"]),
                                 params["w"] * 2)
+
+
+def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):
+  from cc12m_jax.evaluation.periodic import PeriodicCaptionEval
+  from cc12m_jax.train.trainer import Setup
+  _, _, iterator, _ = setup
+  config = base.get_config()
+  config.data.data_dir = iterator._data_cfg.data_dir
+  config.data.global_batch_size = config.data.eval_global_batch_size = 4
+  config.data.max_caption_length, config.data.max_tag_tokens = 8, 2
+  config.model.emb_dim, config.model.num_heads, config.model.mlp_dim = 16, 2, 32
+  config.model.num_encoder_layers = config.model.num_decoder_layers = 1
+  config.model.feature_dim, config.model.vocab_size = D, 6 + len(WORDS)
+  config.decode.beam_size, config.decode.max_decode_len = 2, 4
+  config.eval.metrics = "CIDEr,ROUGE-L"
+  config.train.eval_every_steps = 2
+  train_setup = Setup(config, jax.devices()[:4])
+  params = train_setup.new_state()["params"]
+  written = []
+
+  class Writer:
+    def write_scalars(self, step, scalars):
+      written.append((step, dict(scalars)))
+
+  hook = PeriodicCaptionEval(config, train_setup, str(tmp_path), Writer())
+  assert hook(1, params) is None
+  if ptb_tokenizer.java_unavailable_reason() is not None:
+    pytest.skip("needs Java")
+  flat = hook(2, params)
+  assert {"in-domain/CIDEr", "out-domain/CIDEr", "nocaps_val/near-domain/CIDEr",
+          "overall/ROUGE-L"} <= set(flat)
+  step, scalars = written[0]
+  assert step == 2 and "eval/nocaps_val/out-domain/CIDEr" in scalars
+  best = json.loads((tmp_path / "best" / "best.json").read_text())
+  assert best["best_step"] == 2
+  assert best["best_value"] == flat["out-domain/CIDEr"]
+  assert (tmp_path / "best" / "checkpoints" / "2").exists()
+  report = json.loads((tmp_path / "eval" / "nocaps_val" / "step_2" /
+                       "report.json").read_text())
+  assert report["num_images"]["overall"] == 7

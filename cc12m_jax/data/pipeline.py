@@ -172,7 +172,9 @@ def _expand_captions(parsed: dict, keep: tf.Tensor, seed: int) -> dict:
   checkpoint reproduces it; it spreads the 5 captions of a COCO image over
   the chunk (and so over several batches).
   """
-  dropped = ("captions", "reason", "width", "height")
+  # Only what the device or the host-side checks need: every extra (string)
+  # tensor costs time in rebatch.
+  dropped = ("captions", "reason", "source", "width", "height")
   captions = parsed["captions"]                                       # [B,(C)]
 
   def identity():  # the common web case: every record kept, one caption
@@ -224,7 +226,7 @@ class _SourceParser:
   def __init__(self, d: int, validator: records_lib.RecordValidator,
                filter_counts: tf.Variable, fraction: float,
                exclude: Optional[tf.lookup.StaticHashTable], seed: int,
-               tokenize):
+               tokenize, source_index: int = 0):
     self.d = d
     self.validator = validator
     self.filter_counts = filter_counts
@@ -232,6 +234,7 @@ class _SourceParser:
     self.exclude = exclude
     self.seed = seed
     self.tokenize = tokenize
+    self.source_index = source_index
 
   def __call__(self, serialized: tf.Tensor) -> dict:
     parsed = records_lib.parse_batch(serialized, self.d)
@@ -247,7 +250,10 @@ class _SourceParser:
         tf.reduce_sum(tf.cast(good & ~excluded & ~sampled, tf.int64))])
     with tf.control_dependencies([self.filter_counts.assign_add(counts)]):
       keep = good & ~excluded & sampled
-    return self.tokenize(_expand_captions(parsed, keep, self.seed))
+    out = self.tokenize(_expand_captions(parsed, keep, self.seed))
+    del out["caption"]
+    out["source_index"] = tf.fill(tf.shape(out["domain"]), self.source_index)
+    return out
 
 
 def _options() -> tf.data.Options:
@@ -283,7 +289,7 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
     seed = data_cfg.seed * 1009 + i
     ids = [x for s, v in exclude_ids.items() if s != src.name for x in v]
     parser = _SourceParser(d, validator, filter_counts, src.fraction,
-                           _id_table(ids), seed, tokenize)
+                           _id_table(ids), seed, tokenize, i)
     ds = _host_records(metadata_lib.shard_files(data_cfg.data_dir, src.name),
                        process_index, process_count, shuffle=True, seed=seed,
                        num_parallel_reads=data_cfg.num_parallel_reads)
@@ -315,8 +321,12 @@ def _to_numpy(batch: dict) -> dict:
 def to_device(host_batch: dict, sharding: jax.sharding.Sharding,
               keys: Sequence[str]) -> dict:
   """Host-local numpy arrays -> global jax.Arrays (batch axis sharded)."""
-  return {k: jax.make_array_from_process_local_data(sharding, host_batch[k])
-          for k in keys}
+  local = {k: host_batch[k] for k in keys}
+  if jax.process_count() == 1:
+    # One host holds the whole batch: one batched transfer is cheaper.
+    return jax.device_put(local, sharding)
+  return {k: jax.make_array_from_process_local_data(sharding, v)
+          for k, v in local.items()}
 
 
 class TrainIterator:
@@ -346,7 +356,8 @@ class TrainIterator:
     return self
 
   def next_host_batch(self) -> dict:
-    """This host's batch as numpy (strings included: image_id, caption)."""
+    """This host's batch as numpy: the device keys plus `image_id` (str)
+    and `source_index` (position in data.train_sources)."""
     try:
       return _to_numpy(next(self._iterator))
     except tf.errors.InvalidArgumentError as e:

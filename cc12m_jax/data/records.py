@@ -200,7 +200,10 @@ def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
                  | (num_tags > t)
                  | (length(ex["tag_scores"]) != 4 * tf.cast(num_tags, tf.int32))
                  | (ex["width"] <= 0) | (ex["height"] <= 0))
-  finite = lambda x, axes: tf.reduce_all(tf.math.is_finite(x), axis=axes)
+  # A sum is finite iff every term is (NaN / Inf propagate; overflow of
+  # finite features to Inf is not a real-world case): one vectorized
+  # reduction instead of a boolean tensor as large as the features.
+  finite = lambda x, axes: tf.math.is_finite(tf.reduce_sum(x, axis=axes))
   non_finite = ~(finite(global_feature, [1]) & finite(region_features, [1, 2])
                  & finite(boxes, [1, 2]) & finite(tag_scores, [1]))
   bad_box = ((boxes < 0.0) | (boxes > 1.0))

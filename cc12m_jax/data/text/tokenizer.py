@@ -31,8 +31,7 @@ _RULES = (
     (_PUNCT, r" \1 "),
     (r"(^|\s)'", r"\1' "),   # opening quote
     (r"'(\s|$)", r" '\1"),   # closing quote
-    (r"n't\b", r" n't"),
-    (r"'(s|re|ve|ll|d|m)\b", r" '\1"),
+    (r"(n't|'s|'re|'ve|'ll|'d|'m)\b", r" \1"),  # clitics
 )
 _PERSON_PATTERN = r"(?i)<person>"
 

@@ -130,7 +130,8 @@ def read_image_ids(files: Sequence[str]) -> list[bytes]:
   """Image ids of records (parses only that field)."""
   spec = {"image_id": tf.io.FixedLenFeature([], tf.string, default_value="")}
   ds = tf.data.TFRecordDataset(list(files)).batch(4096).map(
-      lambda s: tf.io.parse_example(s, spec)["image_id"])
+      tf.autograph.experimental.do_not_convert(
+          lambda s: tf.io.parse_example(s, spec)["image_id"]))
   return [i for batch in ds.as_numpy_iterator() for i in batch.tolist()]
 
 
@@ -205,6 +206,7 @@ def _expand_captions(parsed: dict, keep: tf.Tensor, seed: int) -> dict:
 def _tokenize_batch(tokenizer: tokenizer_lib.SubwordTokenizer,
                     max_caption_length: int, max_tag_tokens: int):
   """Adds decoder_inputs/targets [B, L] and tag_tokens [B, T, K]; drops tags."""
+  @tf.autograph.experimental.do_not_convert
   def fn(batch: dict) -> dict:
     ids = tokenizer.tf_tokenize(batch["caption"])                     # [B,(P)]
     inputs, targets = tokenizer_lib.decoder_arrays(ids, max_caption_length)
@@ -236,6 +238,7 @@ class _SourceParser:
     self.tokenize = tokenize
     self.source_index = source_index
 
+  @tf.autograph.experimental.do_not_convert  # plain TF ops: fast tracing
   def __call__(self, serialized: tf.Tensor) -> dict:
     parsed = records_lib.parse_batch(serialized, self.d)
     good = self.validator.keep_mask(parsed)                           # [B]
@@ -421,6 +424,7 @@ def _eval_records(files: Sequence[str], d: int,
                   validator: records_lib.RecordValidator,
                   chunk: int) -> tf.data.Dataset:
   """Good records of an eval source, in file order, one element each."""
+  @tf.autograph.experimental.do_not_convert
   def parse(serialized):
     parsed = records_lib.parse_batch(serialized, d)
     keep = validator.keep_mask(parsed)
@@ -491,6 +495,7 @@ class EvalIterator:
                        self._data_cfg.parse_batch_size)
     ds = ds.enumerate().filter(lambda i, e: i % pc == pi)
 
+    @tf.autograph.experimental.do_not_convert
     def with_index(i, e):
       e = dict(e)
       for k in ("all_captions", "num_captions", "source", "width", "height"):

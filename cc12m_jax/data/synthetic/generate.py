@@ -194,13 +194,15 @@ def _write_json(path: str, obj: dict) -> None:
 
 # ------------------------------------------------------------------ main ---
 
-def validate_source(data_dir: str, source: str, feature_dim: int
-                    ) -> dict[str, int]:
-  """Reads a source back through the real parser; skip counts by reason."""
+def validate_sources(data_dir: str, sources: Sequence[str],
+                     feature_dim: int) -> dict[str, int]:
+  """Reads sources back through the real parser; skip counts by reason."""
   validator = records_lib.RecordValidator(strict=False)
-  ds = tf.data.TFRecordDataset(metadata_lib.shard_files(data_dir, source))
-  ds = ds.batch(512).map(
-      lambda s: validator.keep_mask(records_lib.parse_batch(s, feature_dim)))
+  files = [f for s in sources for f in metadata_lib.shard_files(data_dir, s)]
+  ds = tf.data.TFRecordDataset(files).batch(512).map(
+      tf.autograph.experimental.do_not_convert(
+          lambda s: validator.keep_mask(records_lib.parse_batch(
+              s, feature_dim))))
   for _ in ds:
     pass
   return validator.counts()
@@ -252,11 +254,7 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
   vocab_path = build_vocab_lib.build_vocab(output_dir, VOCAB_SOURCES,
                                            syn.vocab_size)
   summary["vocab_size"] = len(tokenizer_lib.load_vocab(vocab_path))
-  skipped = {}
-  for name in ALL_SOURCES:
-    for reason, n in validate_source(output_dir, name,
-                                     syn.feature_dim).items():
-      skipped[reason] = skipped.get(reason, 0) + n
+  skipped = validate_sources(output_dir, ALL_SOURCES, syn.feature_dim)
   summary["skipped"] = skipped
   return summary
 

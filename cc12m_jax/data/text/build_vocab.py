@@ -63,6 +63,7 @@ def record_texts(files: Sequence[str], include_tags: bool) -> tf.data.Dataset:
   if include_tags:
     spec["tags"] = tf.io.RaggedFeature(tf.string)
 
+  @tf.autograph.experimental.do_not_convert
   def texts(serialized):
     ex = tf.io.parse_example(serialized, spec)
     flat = [ex[k].flat_values for k in sorted(spec)]

@@ -86,7 +86,13 @@ class Setup:
       with sharding.activation_rules(self.mesh):
         return jitted(state, batch)
 
+    call.lower = lambda state, batch: _lower_with_rules(jitted, self.mesh, state, batch)
     return call
+
+
+def _lower_with_rules(jitted, mesh, *args):
+  with sharding.activation_rules(mesh):
+    return jitted.lower(*args)
 
 
 class PeriodicEvaluation:

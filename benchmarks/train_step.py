@@ -1,0 +1,128 @@
+"""Training-step throughput of the paper-size captioner, as a fraction of matmul peak.
+
+  python benchmarks/train_step.py [--batch=32] [--steps=10] [--compute_dtype=float32]
+
+Shape (the issue's reference): 6+6 layers, width 512, 8 heads, MLP 2048,
+vocabulary 16,000, 33 encoder vectors (1 global + 16 regions + 16 tags of 4
+word pieces), 36 decoder tokens, batch 32, feature dim 512, Adam + clipping,
+dropout on (train mode). Runs on the first device only.
+
+FLOP counting:
+  * model FLOPs = XLA's own count for the compiled train step
+    (`compiled.cost_analysis()['flops']`: forward, backward and optimizer, as
+    lowered; multiply-add = 2 FLOPs);
+  * for reference the analytic 6 x N_matmul x tokens (+ attention) is printed.
+Peak = the best of several timed f32 (or bf16) [n, n] x [n, n] matmuls in
+JAX on the same device (2 n^3 FLOPs each). MFU = model FLOP/s / peak.
+Last line: `train_step_mfu: <fraction> of measured peak`.
+"""
+from __future__ import annotations
+
+import argparse
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from cc12m_jax.models import captioner
+from cc12m_jax.train import trainer
+from configs import base
+
+
+def measure_matmul_peak(n: int, dtype, repeats: int = 5) -> float:
+  """Best FLOP/s of a jitted [n, n] @ [n, n] on the default device."""
+  a = jax.random.normal(jax.random.PRNGKey(0), (n, n), dtype)
+  b = jax.random.normal(jax.random.PRNGKey(1), (n, n), dtype)
+  f = jax.jit(lambda x, y: x @ y)
+  f(a, b).block_until_ready()
+  best = float("inf")
+  for _ in range(repeats):
+    t0 = time.perf_counter()
+    f(a, b).block_until_ready()
+    best = min(best, time.perf_counter() - t0)
+  return 2 * n ** 3 / best
+
+
+def analytic_flops(cfg, vocab: int, batch: int, enc_len: int, dec_len: int) -> float:
+  """6 x (matmul params x tokens) + attention score/value matmuls (fwd+bwd = 3x fwd)."""
+  e, f = cfg.emb_dim, cfg.mlp_dim
+  enc_layer = 4 * e * e + 2 * e * f
+  dec_layer = 8 * e * e + 2 * e * f
+  enc = cfg.num_encoder_layers * (enc_layer * enc_len + 2 * enc_len * enc_len * e)
+  dec = cfg.num_decoder_layers * (dec_layer * dec_len + 2 * dec_len * dec_len * e
+                                  + 2 * dec_len * enc_len * e - 2 * enc_len * e * e)
+  dec += cfg.num_decoder_layers * 2 * enc_len * e * e  # cross K/V from encoder output
+  out = e * vocab * dec_len
+  return 6.0 * batch * (enc + dec + out)
+
+
+def main() -> None:
+  parser = argparse.ArgumentParser()
+  parser.add_argument("--batch", type=int, default=32)
+  parser.add_argument("--steps", type=int, default=10)
+  parser.add_argument("--vocab", type=int, default=16_000)
+  parser.add_argument("--feature_dim", type=int, default=512)
+  parser.add_argument("--caption_len", type=int, default=36)
+  parser.add_argument("--compute_dtype", default="float32")
+  parser.add_argument("--matmul_size", type=int, default=2048)
+  args = parser.parse_args()
+
+  config = base.get_config()
+  config.model.vocab_size, config.model.feature_dim = args.vocab, args.feature_dim
+  config.model.compute_dtype = args.compute_dtype
+  config.data.global_batch_size = args.batch
+  config.data.max_caption_length = args.caption_len
+  config.mesh.data = config.mesh.fsdp = config.mesh.model = 1
+  device = jax.devices()[0]
+  setup = trainer.Setup(config, [device])
+  state = setup.new_state()
+  rng = np.random.default_rng(0)
+  batch = jax.tree_util.tree_map(np.asarray, captioner.dummy_batch(
+      config.model, args.batch, args.feature_dim, args.caption_len, config.data.max_tag_tokens))
+  batch["global_feature"] = rng.normal(size=batch["global_feature"].shape).astype(np.float32)
+  batch["region_features"] = rng.normal(size=batch["region_features"].shape).astype(np.float32)
+  batch["region_boxes"] = rng.random(batch["region_boxes"].shape).astype(np.float32)
+  batch["tag_tokens"] = rng.integers(6, args.vocab, batch["tag_tokens"].shape).astype(np.int32)
+  batch["decoder_inputs"] = rng.integers(6, args.vocab, batch["decoder_inputs"].shape).astype(np.int32)
+  batch["decoder_targets"] = rng.integers(6, args.vocab, batch["decoder_targets"].shape).astype(np.int32)
+  batch = jax.device_put(batch, setup.batch_sharding)
+  enc_len = 1 + config.model.max_regions + config.model.max_tags
+
+  t0 = time.perf_counter()
+  step = setup.jit_train_step().lower(state, batch).compile()  # the exact program timed below
+  compile_s = time.perf_counter() - t0
+  cost = step.cost_analysis()
+  cost = cost[0] if isinstance(cost, (list, tuple)) else cost
+  xla_flops = float(cost["flops"])
+  dtype = jnp.bfloat16 if args.compute_dtype == "bfloat16" else jnp.float32
+  peak_before = measure_matmul_peak(args.matmul_size, dtype)
+
+  state, metrics = step(state, batch)  # one more warm-up
+  jax.block_until_ready(metrics)
+  t0 = time.perf_counter()
+  for _ in range(args.steps):
+    state, metrics = step(state, batch)
+  jax.block_until_ready(metrics)
+  step_s = (time.perf_counter() - t0) / args.steps
+
+  # The machine may be shared: take the better of two peak measurements
+  # (before and after the timed steps), which makes the MFU conservative.
+  peak = max(peak_before, measure_matmul_peak(args.matmul_size, dtype))
+  analytic = analytic_flops(config.model, args.vocab, args.batch, enc_len, args.caption_len)
+  achieved = xla_flops / step_s
+  print(f"device: {device.device_kind} ({device.platform}); params "
+        f"{sum(x.size for x in jax.tree_util.tree_leaves(state['params'])):,}; "
+        f"batch {args.batch}, {enc_len} encoder vectors, {args.caption_len} decoder tokens, "
+        f"vocab {args.vocab}, {args.compute_dtype}")
+  print(f"compile: {compile_s:.1f} s; loss {float(metrics['loss']):.3f}")
+  print(f"step time: {step_s * 1e3:.1f} ms")
+  print(f"examples/sec/device: {args.batch / step_s:.2f}")
+  print(f"model FLOPs/step: XLA {xla_flops / 1e9:.1f} GFLOP, analytic 6N-tokens {analytic / 1e9:.1f} GFLOP")
+  print(f"achieved: {achieved / 1e9:.1f} GFLOP/s (XLA count), {analytic / step_s / 1e9:.1f} GFLOP/s (analytic)")
+  print(f"measured {args.matmul_size}^2 matmul peak: {peak / 1e9:.1f} GFLOP/s")
+  print(f"train_step_mfu: {achieved / peak:.3f} of measured peak")
+
+
+if __name__ == "__main__":
+  main()

@@ -5,6 +5,7 @@ import json
 import os
 
 import numpy as np
+import pytest
 
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
@@ -145,3 +146,11 @@ def test_reference_files(tiny_world):
   splits = collections.Counter(i["split"] for i in flickr["images"])
   assert splits == {"train": 12, "val": 3, "test": 3}
   assert all(len(i["sentences"]) == 5 for i in flickr["images"])
+
+
+def test_bad_sizes_fail_before_writing(tmp_path):
+  cfg = tiny_config()
+  cfg.synthetic.num_flickr = 2
+  with pytest.raises(ValueError, match="flickr_train"):
+    generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
+  assert not os.path.exists(tmp_path / "w")

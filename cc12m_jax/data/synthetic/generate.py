@@ -216,10 +216,13 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
                           region_noise=syn.region_noise)
   summary = {"sources": {}, "concepts": len(world.concepts)}
   refs: dict[str, list] = {}
-  for spec in _source_specs(syn, world):
+  specs = _source_specs(syn, world)
+  for spec in specs:  # check every size before writing anything
     if spec.num_records <= 0:
       raise ValueError(f"config.synthetic: source {spec.name!r} would have "
-                       f"{spec.num_records} records; sizes must be positive")
+                       f"{spec.num_records} records; sizes must be positive "
+                       f"(num_flickr >= 3)")
+  for spec in specs:
     rows = []
 
     def tracked(records):

@@ -19,11 +19,14 @@ checks that loss and gradients on 8 devices equal the 1-device values.
 The module is also the registry entry for 'vlm' (cc12m_jax/objectives/registry.py):
 `build_model(config, vocab_size)` and `loss_fn(model, params, batch, rng, *, train)`.
 """
-from typing import Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
 import ml_collections
+
+if TYPE_CHECKING:  # the model module is imported lazily (see build_model)
+  from cc12m_jax.models.dual_encoder import DualEncoder
 
 Array = jax.Array
 

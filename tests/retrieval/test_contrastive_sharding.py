@@ -6,7 +6,6 @@ all 16 examples (not the 2 of each device).
 """
 import flax.linen as nn
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from cc12m_jax import sharding
@@ -47,7 +46,6 @@ def test_loss_and_gradients_on_8_devices_equal_1_device():
   loss1, metrics1, grads1 = _loss_and_grads(one, config, model, params, batch)
   loss8, metrics8, grads8 = _loss_and_grads(eight, config, model, params, batch)
 
-  # The batch really is split across the 8 devices.
   np.testing.assert_allclose(loss8, loss1, rtol=1e-5)
   for key in metrics1:
     np.testing.assert_allclose(metrics8[key], metrics1[key], rtol=1e-5, atol=1e-6)

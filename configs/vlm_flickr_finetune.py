@@ -63,6 +63,9 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.optim.decay_steps = epochs_to_steps(DECAY_EVERY_EPOCHS)  # 885
   config.optim.decay_rate = 0.95
   config.train.objective = "vlm"
+  # The trainer's periodic evaluation decodes captions (ic only); vlm
+  # checkpoints are scored and selected by cc12m_jax.evaluation.retrieval_eval.
+  config.train.eval_every_steps = 0
   config.train.num_train_steps = TRAIN_STEPS
   config.train.checkpoint_every_steps = 1_000
   config.train.keep_checkpoints = 10  # every checkpoint stays selectable on val

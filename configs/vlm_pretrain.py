@@ -18,6 +18,9 @@ def get_config(train_sources: str, train_weights: str,
                exclude_ids_of: str = "") -> ml_collections.ConfigDict:
   config = paper_pretrain.get_config(train_sources, train_weights, exclude_ids_of)
   config.train.objective = "vlm"
+  # The trainer's periodic evaluation decodes captions (ic only); vlm
+  # checkpoints are scored and selected by cc12m_jax.evaluation.retrieval_eval.
+  config.train.eval_every_steps = 0
   config.data.eval_sources = "flickr_val"
   config.eval.references = "data/features/flickr/dataset_flickr30k.json"
   # Zero-shot means "as is": evaluate the final checkpoint, no selection.

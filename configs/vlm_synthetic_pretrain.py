@@ -13,6 +13,9 @@ from configs import synthetic_pretrain
 def get_config() -> ml_collections.ConfigDict:
   config = synthetic_pretrain.get_config()
   config.train.objective = "vlm"
+  # The trainer's periodic evaluation decodes captions (ic only); vlm
+  # checkpoints are scored and selected by cc12m_jax.evaluation.retrieval_eval.
+  config.train.eval_every_steps = 0
   config.data.train_sources = "cc12m"
   config.data.eval_sources = "flickr_test"
   config.eval.references = "data/synthetic/flickr/dataset_flickr30k.json"

@@ -40,8 +40,6 @@ from jax.sharding import Mesh, NamedSharding
 from cc12m_jax import sharding
 from cc12m_jax.evaluation import flickr, retrieval
 
-STATE_ITEM = "state"  # the trainer's checkpoint item (cc12m_jax/train/checkpointing.py)
-
 # Eval source name suffix -> Karpathy split.
 _SPLIT_OF_SOURCE = {"train": "train", "val": "val", "test": "test"}
 
@@ -167,56 +165,26 @@ def evaluate_source(config: ml_collections.ConfigDict, model, params: Any, mesh:
   return metrics
 
 
-def _checkpoint_manager(directory: str):
-  """An orbax manager over `<directory>/checkpoints` (or `directory` itself)."""
+def checkpoint_steps(directory: str) -> list[int]:
+  """Steps saved under `<directory>/checkpoints` (or `directory` itself)."""
   import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
   path = epath.Path(directory)
   if (path / "checkpoints").exists():
     path = path / "checkpoints"
   if not path.exists():
     raise ValueError(f"config.eval.checkpoint_dir={directory!r}: no such checkpoint directory")
-  # The explicit handler lets item_metadata/restore work on a fresh manager.
-  manager = ocp.CheckpointManager(path, item_names=(STATE_ITEM,),
-                                  item_handlers={STATE_ITEM: ocp.PyTreeCheckpointHandler()})
-  if not manager.all_steps():
-    manager.close()
+  manager = ocp.CheckpointManager(path)
+  steps = sorted(manager.all_steps())
+  manager.close()
+  if not steps:
     raise ValueError(f"config.eval.checkpoint_dir={directory!r}: no checkpoint steps in {path}")
-  return manager
-
-
-def load_params(manager, step: int, abstract_params: Any, param_shardings: Any) -> Any:
-  """The 'params' of the train state saved at `step`, placed on `param_shardings`.
-
-  Every model parameter must be in the checkpoint with the same shape (a
-  captioner checkpoint, or a dual encoder of another size, is refused with
-  the names of the first differing parameters).
-  """
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  saved = manager.item_metadata(step)[STATE_ITEM]["params"]
-  saved_shapes = {jax.tree_util.keystr(p): tuple(m.shape)
-                  for p, m in jax.tree_util.tree_leaves_with_path(saved)}
-  wanted = {jax.tree_util.keystr(p): tuple(a.shape)
-            for p, a in jax.tree_util.tree_leaves_with_path(abstract_params)}
-  bad = [f"{k}: model {v}, checkpoint {saved_shapes.get(k, 'missing')}"
-         for k, v in wanted.items() if saved_shapes.get(k) != v]
-  if bad:
-    raise ValueError(f"checkpoint step {step} in {manager.directory} does not fit the dual "
-                     f"encoder ({len(bad)} parameter(s)): " + "; ".join(bad[:4]))
-  target = jax.tree_util.tree_map(
-      lambda a, s: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=s),
-      abstract_params, param_shardings)
-  restored = manager.restore(step, args=ocp.args.Composite(**{
-      STATE_ITEM: ocp.args.PyTreeRestore(
-          item={"params": target},
-          restore_args=ocp.checkpoint_utils.construct_restore_args({"params": target}),
-          partial_restore=True)}))
-  return restored[STATE_ITEM]["params"]
+  return steps
 
 
 def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """'evaluate' mode for objective 'vlm' (see module docstring)."""
   from cc12m_jax.data.text.tokenizer import SubwordTokenizer  # pylint: disable=g-import-not-at-top
-  from cc12m_jax.train import trainer  # pylint: disable=g-import-not-at-top
+  from cc12m_jax.train import checkpointing, trainer  # pylint: disable=g-import-not-at-top
 
   if config.train.objective != "vlm":
     raise ValueError(f"config.train.objective={config.train.objective!r}: retrieval evaluation "
@@ -228,14 +196,16 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   if mode not in ("max", "min"):
     raise ValueError(f"config.eval.selection_mode={mode!r}: use 'max' or 'min'")
   checkpoint_dir = config.eval.checkpoint_dir or workdir
-  manager = _checkpoint_manager(checkpoint_dir)
-  steps = sorted(manager.all_steps())
+  steps = checkpoint_steps(checkpoint_dir)
   setup = trainer.Setup(config)
   vocab_path = config.data.vocab_path or os.path.join(config.data.data_dir, "vocab.txt")
   tokenizer = SubwordTokenizer(vocab_path)
 
   def load(step: int):
-    return load_params(manager, step, setup.abstract_params, setup.param_shardings)
+    # Checks every parameter's shape against the dual encoder first.
+    params, _ = checkpointing.load_pretrained_params(
+        checkpoint_dir, step, setup.abstract_params, setup.param_shardings)
+    return params
 
   if config.eval.checkpoint_step >= 0:
     if config.eval.checkpoint_step not in steps:
@@ -263,7 +233,6 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
     best = candidates[0]
 
   params = load(best)
-  manager.close()
   result: dict[str, Any] = {"checkpoint_dir": str(checkpoint_dir), "step": best,
                             "selection_source": sources[0] if selection else None,
                             "selection": {str(k): v for k, v in selection.items()},

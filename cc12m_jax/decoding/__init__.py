@@ -1,5 +1,6 @@
-"""Beam search, greedy decoding and sampling (see docs/decoding.md)."""
-from cc12m_jax.decoding.beam_search import beam_search, length_penalty
-from cc12m_jax.decoding.captioner_decode import (all_captions, best_captions,
-                                                 make_decode_fn)
-from cc12m_jax.decoding.sampling import greedy_search, sample
+"""Beam search, greedy decoding and sampling (see docs/decoding.md).
+
+Modules: beam_search (beam_search.beam_search), sampling (greedy_search,
+sample), captioner_decode (make_decode_fn, best_captions). Nothing is
+re-exported here: a function named like its module would shadow it.
+"""

@@ -11,7 +11,7 @@ import tensorflow as tf
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import pipeline as pipeline_lib
 from cc12m_jax.data import records as records_lib
-from conftest import FEATURE_DIM, make_record
+from data_fixtures import FEATURE_DIM, make_record
 
 
 def data_config(tiny_world, **overrides) -> ml_collections.ConfigDict:

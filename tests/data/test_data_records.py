@@ -4,7 +4,7 @@ import pytest
 import tensorflow as tf
 
 from cc12m_jax.data import records as records_lib
-from conftest import FEATURE_DIM, make_record
+from data_fixtures import FEATURE_DIM, make_record
 
 D = FEATURE_DIM
 

@@ -13,7 +13,7 @@ from cc12m_jax.data.synthetic import concepts as concepts_lib
 from cc12m_jax.data.synthetic import generate as generate_lib
 from cc12m_jax.data.synthetic import world as world_lib
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
-from conftest import FEATURE_DIM, tiny_config
+from data_fixtures import FEATURE_DIM, tiny_config
 
 
 def test_inventory_is_deterministic_and_long_tailed():

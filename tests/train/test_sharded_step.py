@@ -11,7 +11,8 @@ MESHES = [(8, 1, 1), (4, 1, 2), (2, 1, 4), (2, 2, 2)]  # (data, fsdp, model)
 
 def _config(mesh):
   # No dropout: keeps the compiled step small (dropout is tested in tests/models).
-  config = tiny.tiny_config(dropout=0.0, input_dropout=0.0, attention_dropout=0.0)
+  config = tiny.tiny_config(dropout=0.0, input_dropout=0.0, attention_dropout=0.0,
+                            num_encoder_layers=1, num_decoder_layers=1)
   config.data.global_batch_size = 8
   config.mesh.data, config.mesh.fsdp, config.mesh.model = mesh
   return config

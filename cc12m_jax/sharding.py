@@ -13,6 +13,7 @@ devices, on one GPU or on a multi-host TPU slice; only `config.mesh` changes.
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Sequence
 
 import flax.linen as nn
@@ -130,3 +131,14 @@ def param_shardings(abstract_boxed_params: Any, mesh: Mesh,
 
   return jax.tree_util.tree_map_with_path(
       one, mesh_specs, unboxed, is_leaf=lambda x: isinstance(x, P))
+
+
+@contextlib.contextmanager
+def activation_rules(mesh: Mesh, rules: Sequence[tuple[str, Any]] = LOGICAL_AXIS_RULES):
+  """Context in which models' logical activation constraints bind to `mesh`.
+
+  Needed while a jitted step is traced (its first call or `.lower`); the
+  resulting constraints are baked into the compiled program.
+  """
+  with jax.sharding.set_mesh(mesh), nn.logical_axis_rules(rules):
+    yield

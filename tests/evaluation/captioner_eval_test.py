@@ -136,6 +136,16 @@ def test_tracker_saves_params_in_trainer_checkpoint_layout(tmp_path):
       STATE_ITEM: ocp.args.PyTreeRestore()}))[STATE_ITEM]
   np.testing.assert_array_equal(np.asarray(restored["params"]["w"]),
                                 params["w"] * 2)
+  # ... so config.train.init_from=<directory> loads it.
+  from cc12m_jax.train import checkpointing
+  abstract = jax.tree_util.tree_map(
+      lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
+  one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+  loaded, step = checkpointing.load_pretrained_params(
+      str(tmp_path), -1, abstract, jax.tree_util.tree_map(lambda _: one,
+                                                          params))
+  assert step == 9
+  np.testing.assert_array_equal(np.asarray(loaded["b"]), params["b"] * 2)
 
 
 def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):

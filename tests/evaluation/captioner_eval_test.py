@@ -149,8 +149,9 @@ def test_tracker_saves_params_in_trainer_checkpoint_layout(tmp_path):
 
 
 def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):
-  from cc12m_jax.evaluation.periodic import PeriodicCaptionEval
-  from cc12m_jax.train.trainer import Setup
+  # The trainer's hook, built from runner.make_evaluators, write_and_log and
+  # BestCheckpointTracker.
+  from cc12m_jax.train.trainer import PeriodicEvaluation, Setup
   _, _, iterator, _ = setup
   config = base.get_config()
   config.data.data_dir = iterator._data_cfg.data_dir
@@ -161,7 +162,6 @@ def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):
   config.model.feature_dim, config.model.vocab_size = D, 6 + len(WORDS)
   config.decode.beam_size, config.decode.max_decode_len = 2, 4
   config.eval.metrics = "CIDEr,ROUGE-L"
-  config.train.eval_every_steps = 2
   train_setup = Setup(config, jax.devices()[:4])
   params = train_setup.new_state()["params"]
   written = []
@@ -170,16 +170,16 @@ def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):
     def write_scalars(self, step, scalars):
       written.append((step, dict(scalars)))
 
-  hook = PeriodicCaptionEval(config, train_setup, str(tmp_path), Writer())
-  assert hook(1, params) is None
   if ptb_tokenizer.java_unavailable_reason() is not None:
     pytest.skip("needs Java")
-  flat = hook(2, params)
+  hook = PeriodicEvaluation(config, train_setup, str(tmp_path), Writer())
+  hook(2, params)
+  best = json.loads((tmp_path / "best" / "best.json").read_text())
+  flat = best["history"][-1]
   assert {"in-domain/CIDEr", "out-domain/CIDEr", "nocaps_val/near-domain/CIDEr",
           "overall/ROUGE-L"} <= set(flat)
   step, scalars = written[0]
   assert step == 2 and "eval/nocaps_val/out-domain/CIDEr" in scalars
-  best = json.loads((tmp_path / "best" / "best.json").read_text())
   assert best["best_step"] == 2
   assert best["best_value"] == flat["out-domain/CIDEr"]
   assert (tmp_path / "best" / "checkpoints" / "2").exists()

@@ -66,11 +66,15 @@ def main() -> None:
   parser.add_argument("--caption_len", type=int, default=36)
   parser.add_argument("--compute_dtype", default="float32")
   parser.add_argument("--matmul_size", type=int, default=2048)
+  parser.add_argument("--no_dropout", action="store_true",
+                      help="diagnostic: all dropout rates 0 (no dropout RNG in the step)")
   args = parser.parse_args()
 
   config = base.get_config()
   config.model.vocab_size, config.model.feature_dim = args.vocab, args.feature_dim
   config.model.compute_dtype = args.compute_dtype
+  if args.no_dropout:
+    config.model.input_dropout = config.model.dropout = config.model.attention_dropout = 0.0
   config.data.global_batch_size = args.batch
   config.data.max_caption_length = args.caption_len
   config.mesh.data = config.mesh.fsdp = config.mesh.model = 1

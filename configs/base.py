@@ -115,6 +115,10 @@ def train_config() -> ml_collections.ConfigDict:
   # Fault injection for resume tests: SIGKILL the process right after this
   # step (once its checkpoint, if any, is durable). -1: never.
   c.fault_kill_at_step = -1
+  # Random bits for dropout: "rbg" (XLA RngBitGenerator: ~30% faster train
+  # step on CPU, deterministic for a fixed mesh, but the masks depend on the
+  # sharding layout) or "threefry" (identical masks on every mesh).
+  c.dropout_rng = "rbg"
   return c
 
 

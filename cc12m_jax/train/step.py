@@ -21,12 +21,30 @@ def batch_digest(batch: Mapping[str, Any]) -> jax.Array:
   return (targets * weights * jnp.uint32(2654435761)).sum(dtype=jnp.uint32)
 
 
+DROPOUT_RNGS = ("rbg", "threefry")
+
+
+def dropout_key(base_rng: jax.Array, step: jax.Array, impl: str) -> jax.Array:
+  """The step's dropout key: fold_in(base, step), as a threefry or an rbg key.
+
+  An rbg key (4 x uint32) is built from two threefry keys derived from the
+  step key, so it is still a pure function of (base, step).
+  """
+  step_rng = jax.random.fold_in(base_rng, step)  # uint32 [2]
+  if impl == "threefry":
+    return step_rng
+  if impl != "rbg":
+    raise ValueError(f"config.train.dropout_rng={impl!r}: choose one of {DROPOUT_RNGS}.")
+  words = jnp.concatenate(jax.random.split(step_rng))  # uint32 [4]
+  return jax.random.wrap_key_data(words, impl="rbg")
+
+
 def make_train_step(model, loss_fn: Callable, tx: optax.GradientTransformation,
-                    schedule: optax.Schedule) -> Callable:
-  """(state, batch) -> (new state, metrics). Dropout key = fold_in(state.rng, step)."""
+                    schedule: optax.Schedule, dropout_rng: str = "threefry") -> Callable:
+  """(state, batch) -> (new state, metrics). Dropout key = dropout_key(state.rng, step)."""
 
   def train_step(state: dict, batch: Mapping[str, Any]):
-    step_rng = jax.random.fold_in(state["rng"], state["step"])
+    step_rng = dropout_key(state["rng"], state["step"], dropout_rng)
 
     def objective(params):
       return loss_fn(model, params, batch, step_rng, train=True)

@@ -77,7 +77,8 @@ class Setup:
                                   self.config.train.seed, self.state_shardings, params)
 
   def jit_train_step(self):
-    fn = step_lib.make_train_step(self.model, self.objective.loss_fn, self.tx, self.schedule)
+    fn = step_lib.make_train_step(self.model, self.objective.loss_fn, self.tx, self.schedule,
+                                  self.config.train.dropout_rng)
     jitted = jax.jit(fn, in_shardings=(self.state_shardings, self.batch_sharding),
                      out_shardings=(self.state_shardings, sharding.replicated(self.mesh)),
                      donate_argnums=(0,))

@@ -7,16 +7,21 @@ where decode=True takes one token [B, 1] per call and updates the flax
 'cache' collection (every cache leaf has leading dimension B).
 
 `make_decode_fn` returns one jitted function that runs the encoder once per
-image, tiles its output K times (beam-major: rows b*K .. b*K+K-1 belong to
-example b), builds a zero cache sized for `max_decode_len` steps, and runs
-beam search (or greedy / sampling, K = 1). `captions_from_tokens` turns the
+image, projects the cross-attention keys/values of every decoder layer once
+([B, S] rows, shared by the K beams of an example and closed over by the
+step, so never carried through the loop nor gathered), builds a zero
+self-attention cache of B*K rows (beam-major: rows b*K .. b*K+K-1 belong to
+example b) sized for `max_decode_len` steps, and runs beam search (or
+greedy / sampling, K = 1). `captions_from_tokens` turns the
 token ids into text with the subword tokenizer.
 """
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
 
+import flax
 import flax.linen as nn
+from flax import traverse_util
 import jax
 import jax.numpy as jnp
 import ml_collections
@@ -25,14 +30,14 @@ import numpy as np
 from cc12m_jax.data.text import special_tokens
 from cc12m_jax.decoding import beam_search as beam_lib
 from cc12m_jax.decoding import sampling
+from cc12m_jax.models import transformer
 
 METHODS = ("beam", "greedy", "sample")
 
-# Cache leaves that depend only on the encoder output (the cross-attention
-# keys/values and their "filled" flag) are identical for the K beams of one
-# example, so beam search need not gather them. Matched on the leaf's key.
-BEAM_INVARIANT_CACHE_KEYS = ("cross_key", "cross_value", "filled")
-
+# Cache leaves of the lazily filled cross-attention cache; decode_batch
+# replaces them with a primed cache computed once per batch (see
+# transformer.cross_attention_cache) and keeps it out of the loop state.
+CROSS_CACHE_KEYS = ("cross_key", "cross_value", "filled", "cross_mask")
 
 def validate_decode_config(cfg: ml_collections.ConfigDict) -> None:
   """Fails before any compute on a bad `config.decode`, naming the field."""
@@ -79,6 +84,22 @@ def init_decoder_cache(model: nn.Module, encoded: jax.Array,
   return jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), shapes)
 
 
+def split_cross_cache(cache: Any) -> tuple[dict, dict]:
+  """cache -> (entries that change per step, cross-attention entries)."""
+  flat = traverse_util.flatten_dict(flax.core.unfreeze(cache))
+  cross = {p: v for p, v in flat.items() if p[-1] in CROSS_CACHE_KEYS}
+  rest = {p: v for p, v in flat.items() if p[-1] not in CROSS_CACHE_KEYS}
+  return (traverse_util.unflatten_dict(rest),
+          traverse_util.unflatten_dict(cross))
+
+
+def merge_cache(loop_cache: Any, cross_cache: Any) -> dict:
+  """Inverse of split_cross_cache: one nested cache dict."""
+  flat = traverse_util.flatten_dict(flax.core.unfreeze(loop_cache))
+  flat.update(traverse_util.flatten_dict(cross_cache))
+  return traverse_util.unflatten_dict(flat)
+
+
 def decode_batch(model: nn.Module, params: Any, batch: Mapping[str, Any],
                  rng: jax.Array, cfg: ml_collections.ConfigDict, *,
                  eos_id: int = special_tokens.EOS_ID,
@@ -99,26 +120,33 @@ def decode_batch(model: nn.Module, params: Any, batch: Mapping[str, Any],
   encoded, encoder_mask = model.apply(variables, batch, train=False,
                                       method="encode")  # [B, S, E], [B, S]
   b = encoded.shape[0]
-  encoded = beam_lib.tile_beams(encoded, k)            # [B*K, S, E]
-  encoder_mask = beam_lib.tile_beams(encoder_mask, k)  # [B*K, S]
-  cache = init_decoder_cache(model, encoded, encoder_mask, cfg.max_decode_len)
+  # Only the shapes of the tiled [B*K, ...] inputs are used (jit drops the
+  # zero cross-attention entries, replaced by the primed ones below).
+  cache = init_decoder_cache(model, beam_lib.tile_beams(encoded, k),
+                             beam_lib.tile_beams(encoder_mask, k),
+                             cfg.max_decode_len)
+  cache, _ = split_cross_cache(cache)
+  # Cross-attention keys/values [B, H, S, Dh], projected once per batch and
+  # closed over by the step: loop constants, neither carried nor gathered.
+  cross_cache = {"decoder": transformer.cross_attention_cache(
+      params["decoder"], encoded, encoder_mask, model.config)}
 
   def tokens_to_logits(ids, cache):
     logits, mutated = model.apply(
-        {"params": params, "cache": cache}, ids, encoded, encoder_mask,
-        train=False, decode=True, mutable=["cache"],
-        method="decode")                                # [B*K, 1, V]
+        {"params": params, "cache": merge_cache(cache, cross_cache)},
+        ids, encoded, encoder_mask, train=False, decode=True,
+        mutable=["cache"], method="decode")             # [B*K, 1, V]
     logits = logits[:, 0]                               # [B*K, V]
     if logits_hook is not None:
       logits = logits_hook(logits)
-    return logits, mutated["cache"]
+    return logits, split_cross_cache(mutated["cache"])[0]
 
   common = dict(max_decode_len=cfg.max_decode_len, eos_id=eos_id,
                 bos_id=bos_id, pad_id=pad_id)
   if cfg.method == "beam":
     tokens, scores = beam_lib.beam_search(
         cache, tokens_to_logits, b, beam_size=k, alpha=cfg.alpha,
-        beam_invariant_keys=BEAM_INVARIANT_CACHE_KEYS, **common)
+        **common)
   elif cfg.method == "greedy":
     tokens, scores = sampling.greedy_search(cache, tokens_to_logits, b,
                                             **common)

@@ -3,14 +3,18 @@
 Decoding follows the flax `decode=True` convention: `Captioner.decode` is
 first traced through `init` with full-length inputs [B, max_len] to shape the
 'cache' collection (see captioner.init_cache), then called one token [B, 1]
-at a time with `mutable=['cache']`. Cache leaves all have leading dimension B
-(the beam search tiles/gathers them along it):
+at a time with `mutable=['cache']`. Cache leaves all have leading dimension B:
 
-  self-attention:  cached_key / cached_value [B, max_len, H, Dh], cache_index [B]
+  self-attention:  cached_key / cached_value [B, H, max_len, Dh], cache_index [B]
   cross-attention: cross_key / cross_value [B, S, H, Dh], filled [B]
 
-The encoder output's keys/values are projected once, at the first step, so a
-decode step costs O(one token) for projections.
+The self-attention cache is stored in the layout the attention products read
+(heads before positions), so a step writes one row in place and reads the
+cache without copying or transposing it. The cross-attention entries above
+are filled lazily at the first step (a `lax.cond` per step). Fast decoding
+replaces them with a *primed* cache from `cross_attention_cache`
+(cross_key / cross_value [B, H, S, Dh], cross_mask [B, S], computed once
+before the decode loop, shared by the K beams of each example).
 """
 from __future__ import annotations
 
@@ -24,6 +28,12 @@ import ml_collections
 from cc12m_jax.models import layers
 
 NEG_INF = -1e9  # added to masked attention logits (f32 softmax)
+
+
+def project(x, kernel, bias, dtype):
+  """[B, L, E] x kernel [E, H, Dh] + bias [H, Dh] -> [B, L, H, Dh]."""
+  y = jnp.einsum("ble,ehd->blhd", x.astype(dtype), kernel.astype(dtype)) + bias.astype(dtype)
+  return layers.constrain(y, ("batch", "act_length", "act_heads", "act_kv"))
 
 
 class MultiHeadAttention(nn.Module):
@@ -50,60 +60,105 @@ class MultiHeadAttention(nn.Module):
     q_kernel, q_bias = self._proj_params("query", e, h, dh)
     k_kernel, k_bias = self._proj_params("key", e, h, dh)
     v_kernel, v_bias = self._proj_params("value", e, h, dh)
+    dropout = nn.Dropout(cfg.attention_dropout, deterministic=not train)
+    scale = jnp.sqrt(jnp.float32(dh))
 
-    def project(x, kernel, bias):  # [B, L, E] -> [B, L, H, Dh]
-      y = jnp.einsum("ble,ehd->blhd", x.astype(dtype), kernel.astype(dtype)) + bias.astype(dtype)
-      return layers.constrain(y, ("batch", "act_length", "act_heads", "act_kv"))
-
-    query = project(inputs_q, q_kernel, q_bias)  # [B, Lq, H, Dh]
-    is_cached = decode and self.has_variable("cache", "filled" if self.kind == "cross"
-                                             else "cache_index")
-    if decode and self.kind == "cross":
-      bsz, lk = inputs_kv.shape[0], inputs_kv.shape[1]
-      cross_key = self.variable("cache", "cross_key", jnp.zeros, (bsz, lk, h, dh), dtype)
-      cross_value = self.variable("cache", "cross_value", jnp.zeros, (bsz, lk, h, dh), dtype)
-      filled = self.variable("cache", "filled", jnp.zeros, (bsz,), jnp.bool_)
-      if is_cached:
-        key, value = jax.lax.cond(
-            filled.value[0],
-            lambda: (cross_key.value, cross_value.value),
-            lambda: (project(inputs_kv, k_kernel, k_bias), project(inputs_kv, v_kernel, v_bias)))
-        cross_key.value, cross_value.value = key, value
-        filled.value = jnp.ones_like(filled.value)
-      else:
-        key = project(inputs_kv, k_kernel, k_bias)
-        value = project(inputs_kv, v_kernel, v_bias)
+    query = project(inputs_q, q_kernel, q_bias, dtype)  # [B, Lq, H, Dh]
+    if decode and self.kind == "cross" and self.has_variable("cache", "cross_mask"):
+      out = self._primed_cross_attention(query)  # [B, 1, H, Dh]
+    elif decode and self.kind == "self" and self.has_variable("cache", "cache_index"):
+      out = self._cached_self_attention(query, inputs_kv, k_kernel, k_bias, v_kernel, v_bias,
+                                        dtype, dropout)  # [B, 1, H, Dh]
     else:
-      key = project(inputs_kv, k_kernel, k_bias)  # [B, Lk, H, Dh]
-      value = project(inputs_kv, v_kernel, v_bias)
-      if decode and self.kind == "self":
-        cached_key = self.variable("cache", "cached_key", jnp.zeros, key.shape, key.dtype)
-        cached_value = self.variable("cache", "cached_value", jnp.zeros, value.shape, value.dtype)
-        cache_index = self.variable("cache", "cache_index", jnp.zeros, (key.shape[0],), jnp.int32)
-        if is_cached:
-          if query.shape[1] != 1:
-            raise ValueError(f"decode=True expects one token per call, got length {query.shape[1]}.")
-          max_len = cached_key.value.shape[1]
-          index = cache_index.value[0]
-          key = jax.lax.dynamic_update_slice(cached_key.value, key, (0, index, 0, 0))
-          value = jax.lax.dynamic_update_slice(cached_value.value, value, (0, index, 0, 0))
-          cached_key.value, cached_value.value = key, value
-          cache_index.value = cache_index.value + 1
-          # Only positions <= index hold real keys.
-          mask = (jnp.arange(max_len) <= index)[None, None, None, :]  # [1, 1, 1, max_len]
-
-    logits = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)  # [B, H, Lq, Lk]
-    logits = logits / jnp.sqrt(jnp.float32(dh))
-    logits = jnp.where(mask, logits, NEG_INF)
-    weights = jax.nn.softmax(logits, axis=-1).astype(dtype)  # [B, H, Lq, Lk]
-    weights = nn.Dropout(cfg.attention_dropout, deterministic=not train)(weights)
-    out = jnp.einsum("bhqk,bkhd->bqhd", weights, value)  # [B, Lq, H, Dh]
+      if decode and self.kind == "cross":
+        key, value = self._lazy_cross_kv(inputs_kv, k_kernel, k_bias, v_kernel, v_bias, dtype)
+      else:
+        key = project(inputs_kv, k_kernel, k_bias, dtype)  # [B, Lk, H, Dh]
+        value = project(inputs_kv, v_kernel, v_bias, dtype)
+        if decode:  # shaping pass of init: [B, H, max_len, Dh], the layout the step reads
+          b, length = key.shape[0], key.shape[1]
+          self.variable("cache", "cached_key", jnp.zeros, (b, h, length, dh), key.dtype)
+          self.variable("cache", "cached_value", jnp.zeros, (b, h, length, dh), value.dtype)
+          self.variable("cache", "cache_index", jnp.zeros, (b,), jnp.int32)
+      logits = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)  # [B, H, Lq, Lk]
+      logits = jnp.where(mask, logits / scale, NEG_INF)
+      weights = dropout(jax.nn.softmax(logits, axis=-1).astype(dtype))  # [B, H, Lq, Lk]
+      out = jnp.einsum("bhqk,bkhd->bqhd", weights, value)  # [B, Lq, H, Dh]
     out_kernel = self.param("out_kernel", nn.with_logical_partitioning(
         layers.DEFAULT_KERNEL_INIT, ("heads", "kv", "embed")), (h, dh, e), jnp.float32)
     out_bias = self.param("out_bias", nn.with_logical_partitioning(
         nn.initializers.zeros, ("embed",)), (e,), jnp.float32)
     y = jnp.einsum("bqhd,hde->bqe", out, out_kernel.astype(dtype)) + out_bias.astype(dtype)
     return layers.constrain(y, ("batch", "act_length", "act_embed"))  # [B, Lq, E]
+
+  def _cached_self_attention(self, query, inputs_kv, k_kernel, k_bias, v_kernel, v_bias,
+                             dtype, dropout):
+    """One token against the cache [B, H, max_len, Dh], written in place at the step index."""
+    if query.shape[1] != 1:
+      raise ValueError(f"decode=True expects one token per call, got length {query.shape[1]}.")
+    cached_key = self.variable("cache", "cached_key", jnp.zeros, (), dtype)
+    cached_value = self.variable("cache", "cached_value", jnp.zeros, (), dtype)
+    cache_index = self.variable("cache", "cache_index", jnp.zeros, (), jnp.int32)
+    max_len = cached_key.value.shape[2]
+    index = cache_index.value[0]
+    # [B, 1, H, Dh] -> [B, H, 1, Dh]: only the one new row is transposed.
+    key = project(inputs_kv, k_kernel, k_bias, dtype).transpose(0, 2, 1, 3)
+    value = project(inputs_kv, v_kernel, v_bias, dtype).transpose(0, 2, 1, 3)
+    keys = jax.lax.dynamic_update_slice(cached_key.value, key.astype(cached_key.value.dtype),
+                                        (0, 0, index, 0))  # [B, H, max_len, Dh]
+    values = jax.lax.dynamic_update_slice(cached_value.value, value.astype(cached_value.value.dtype),
+                                          (0, 0, index, 0))
+    cached_key.value, cached_value.value = keys, values
+    cache_index.value = cache_index.value + 1
+    q = query.transpose(0, 2, 1, 3)  # [B, H, 1, Dh]
+    logits = jnp.einsum("bhqd,bhkd->bhqk", q, keys).astype(jnp.float32)  # [B, H, 1, max_len]
+    logits = logits / jnp.sqrt(jnp.float32(q.shape[-1]))
+    valid = (jnp.arange(max_len) <= index)[None, None, None, :]  # only positions <= index are real
+    logits = jnp.where(valid, logits, NEG_INF)
+    weights = dropout(jax.nn.softmax(logits, axis=-1).astype(dtype))  # [B, H, 1, max_len]
+    out = jnp.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, 1, Dh]
+    return out.transpose(0, 2, 1, 3)  # [B, 1, H, Dh]
+
+  def _lazy_cross_kv(self, inputs_kv, k_kernel, k_bias, v_kernel, v_bias, dtype):
+    """Cross keys/values [B, S, H, Dh] projected at the first step and kept in the cache.
+
+    Used when the cache was not primed (see cross_attention_cache); the
+    `filled` flag costs a `lax.cond` per step, which primed caches avoid.
+    """
+    bsz, lk = inputs_kv.shape[0], inputs_kv.shape[1]
+    h, dh = k_kernel.shape[1], k_kernel.shape[2]
+    is_cached = self.has_variable("cache", "filled")
+    cross_key = self.variable("cache", "cross_key", jnp.zeros, (bsz, lk, h, dh), dtype)
+    cross_value = self.variable("cache", "cross_value", jnp.zeros, (bsz, lk, h, dh), dtype)
+    filled = self.variable("cache", "filled", jnp.zeros, (bsz,), jnp.bool_)
+    if not is_cached:
+      return (project(inputs_kv, k_kernel, k_bias, dtype),
+              project(inputs_kv, v_kernel, v_bias, dtype))
+    key, value = jax.lax.cond(
+        filled.value[0],
+        lambda: (cross_key.value, cross_value.value),
+        lambda: (project(inputs_kv, k_kernel, k_bias, dtype),
+                 project(inputs_kv, v_kernel, v_bias, dtype)))
+    cross_key.value, cross_value.value = key, value
+    filled.value = jnp.ones_like(filled.value)
+    return key, value
+
+  def _primed_cross_attention(self, query):
+    """query [B*K, 1, H, Dh] against primed keys/values [B, H, S, Dh] shared by K beams."""
+    keys = self.get_variable("cache", "cross_key")      # [B, H, S, Dh]
+    values = self.get_variable("cache", "cross_value")  # [B, H, S, Dh]
+    mask = self.get_variable("cache", "cross_mask")     # bool [B, S]
+    rows, lq, h, dh = query.shape
+    b = keys.shape[0]
+    if lq != 1 or rows % b:
+      raise ValueError(f"primed cross-attention cache for {b} examples cannot serve a query "
+                       f"of shape {query.shape}: expected [{b} * beams, 1, H, Dh].")
+    q = query.reshape(b, rows // b, h, dh)  # [B, K, H, Dh] (beam-major rows)
+    logits = jnp.einsum("bkhd,bhsd->bhks", q, keys).astype(jnp.float32)  # [B, H, K, S]
+    logits = jnp.where(mask[:, None, None, :], logits / jnp.sqrt(jnp.float32(dh)), NEG_INF)
+    weights = jax.nn.softmax(logits, axis=-1).astype(values.dtype)  # [B, H, K, S]
+    out = jnp.einsum("bhks,bhsd->bkhd", weights, values)  # [B, K, H, Dh]
+    return out.reshape(rows, 1, h, dh)
 
 
 class FeedForward(nn.Module):
@@ -202,3 +257,27 @@ def sinusoidal_positions(positions, dim: int):
   return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., dim]
 
 
+
+
+def cross_attention_cache(decoder_params: Any, encoded: jax.Array, encoder_mask: jax.Array,
+                          config: ml_collections.ConfigDict) -> dict:
+  """Primed cross-attention cache entries of every decoder layer, computed once per batch.
+
+  decoder_params: the Decoder's params; encoded [B, S, E]; encoder_mask bool [B, S].
+  Returns {'layer_i': {'cross_attention': {'cross_key', 'cross_value': [B, H, S, Dh],
+  'cross_mask': [B, S]}}}. Merged into a decode cache (in place of the lazily filled
+  entries), the step reads them directly; with B examples and B*K query rows each
+  example's keys serve its K beams (no tiling, no per-step gather).
+  """
+  dtype = layers.compute_dtype(config)
+  params = nn.meta.unbox(decoder_params)
+  out = {}
+  for i in range(config.num_decoder_layers):
+    p = params[f"layer_{i}"]["cross_attention"]
+    key = project(encoded, p["key_kernel"], p["key_bias"], dtype)  # [B, S, H, Dh]
+    value = project(encoded, p["value_kernel"], p["value_bias"], dtype)
+    out[f"layer_{i}"] = {"cross_attention": {
+        "cross_key": key.transpose(0, 2, 1, 3),      # [B, H, S, Dh]
+        "cross_value": value.transpose(0, 2, 1, 3),
+        "cross_mask": encoder_mask.astype(bool)}}
+  return out

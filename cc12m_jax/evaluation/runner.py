@@ -1,6 +1,7 @@
 """Modes `evaluate` and `predict` of cc12m_jax.main.
 
-  evaluate  decode every config.data.eval_sources set with the checkpoint in
+  evaluate  (objective 'vlm': retrieval Recall@K, see retrieval_eval.)
+            decode every config.data.eval_sources set with the checkpoint in
             config.eval.checkpoint_dir ('' = workdir), score it (nocaps
             protocol), write <workdir>/eval/<source>/step_<n>/
             {predictions.json, report.json, report.md}, log the scores to
@@ -95,7 +96,14 @@ def write_and_log(result: captioner_eval.CaptionEvalResult, source: str,
 
 
 def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
-  """Mode `evaluate`: {source: report}."""
+  """Mode `evaluate`: {source: report}.
+
+  A dual encoder (train.objective 'vlm') is scored by retrieval Recall@K
+  (cc12m_jax.evaluation.retrieval_eval); a captioner by caption metrics.
+  """
+  if config.train.objective == "vlm":
+    from cc12m_jax.evaluation import retrieval_eval  # pylint: disable=g-import-not-at-top
+    return retrieval_eval.evaluate(config, workdir)
   setup = _setup(config)
   params, step = load_checkpoint_params(config, workdir, setup)
   writer = metric_writers.create_default_writer(

@@ -274,24 +274,31 @@ def format_summary(summary: dict, output_dir: str) -> str:
   return "\n".join(lines)
 
 
-_CONFIG = config_flags.DEFINE_config_file(
-    "config", None, "Config file (configs/*.py); uses config.synthetic.",
-    lock_config=True)
-_OUTPUT_DIR = flags.DEFINE_string(
-    "output_dir", "", "Where to write; default config.data.data_dir.")
+# Flags are defined only when this module runs as a program, so that it can be
+# imported beside other entry points (cc12m_jax.main defines --config too).
+_FLAGS = {}
+
+
+def _define_flags() -> None:
+  _FLAGS["config"] = config_flags.DEFINE_config_file(
+      "config", None, "Config file (configs/*.py); uses config.synthetic.",
+      lock_config=True)
+  _FLAGS["output_dir"] = flags.DEFINE_string(
+      "output_dir", "", "Where to write; default config.data.data_dir.")
 
 
 def main(argv: Sequence[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  cfg = _CONFIG.value
-  output_dir = _OUTPUT_DIR.value or cfg.data.data_dir
+  cfg = _FLAGS["config"].value
+  output_dir = _FLAGS["output_dir"].value or cfg.data.data_dir
   log = lambda msg: print(msg, file=sys.stderr, flush=True)
   summary = generate(cfg, output_dir, log=log)
   print(format_summary(summary, output_dir))
 
 
 def run() -> None:
+  _define_flags()
   flags.mark_flags_as_required(["config"])
   app.run(main)
 

@@ -154,10 +154,13 @@ def beam_search(init_cache: Cache,
     alpha: length-penalty exponent (>= 0).
     max_decode_len: L, most generated tokens per sequence, EOS included.
     eos_id, bos_id, pad_id: special ids; PAD and BOS are never generated.
-    beam_invariant_keys: names of cache leaves that are the same for all K
-      beams of an example (e.g. cross-attention keys/values computed from the
-      tiled encoder output); they are not gathered, which saves memory
-      traffic. Naming a leaf that does differ between beams is a bug.
+    beam_invariant_keys: names of cache leaves that must not be reordered
+      with the beams: leaves that are the same for all K beams of an example
+      (e.g. cross-attention keys/values computed from the tiled encoder
+      output), or slot-major leaves the model addresses through another,
+      gathered leaf (e.g. self-attention keys/values read through an
+      ancestor table). Not gathering them saves memory traffic. Naming a
+      leaf that the model reads per beam without such indirection is a bug.
 
   Returns:
     sequences: [B, K, L], best first, generated tokens only (no BOS), the EOS

@@ -38,6 +38,9 @@ METHODS = ("beam", "greedy", "sample")
 # replaces them with a primed cache computed once per batch (see
 # transformer.cross_attention_cache) and keeps it out of the loop state.
 CROSS_CACHE_KEYS = ("cross_key", "cross_value", "filled", "cross_mask")
+# Self-attention caches are slot-major (rows are addressed through the
+# gathered `cache_ancestors` table), so beam search must not reorder them.
+SLOT_MAJOR_CACHE_KEYS = ("cached_key", "cached_value")
 
 def validate_decode_config(cfg: ml_collections.ConfigDict) -> None:
   """Fails before any compute on a bad `config.decode`, naming the field."""
@@ -146,7 +149,7 @@ def decode_batch(model: nn.Module, params: Any, batch: Mapping[str, Any],
   if cfg.method == "beam":
     tokens, scores = beam_lib.beam_search(
         cache, tokens_to_logits, b, beam_size=k, alpha=cfg.alpha,
-        **common)
+        beam_invariant_keys=SLOT_MAJOR_CACHE_KEYS, **common)
   elif cfg.method == "greedy":
     tokens, scores = sampling.greedy_search(cache, tokens_to_logits, b,
                                             **common)

@@ -5,12 +5,15 @@ first traced through `init` with full-length inputs [B, max_len] to shape the
 'cache' collection (see captioner.init_cache), then called one token [B, 1]
 at a time with `mutable=['cache']`. Cache leaves all have leading dimension B:
 
-  self-attention:  cached_key / cached_value [B, H, max_len, Dh], cache_index [B]
+  self-attention:  cached_key / cached_value [B, H, max_len, Dh] (slot-major),
+                   cache_ancestors [B, max_len], cache_index [B]
   cross-attention: cross_key / cross_value [B, S, H, Dh], filled [B]
 
 The self-attention cache is stored in the layout the attention products read
-(heads before positions), so a step writes one row in place and reads the
-cache without copying or transposing it. The cross-attention entries above
+(heads before positions), so a step writes one row in place. It is
+slot-major: a beam search reorders only the ancestor table (which row holds
+each earlier position of a sequence), and the step gathers its keys/values
+through it, so the loop never rewrites the cache. The cross-attention entries above
 are filled lazily at the first step (a `lax.cond` per step). Fast decoding
 replaces them with a *primed* cache from `cross_attention_cache`
 (cross_key / cross_value [B, H, S, Dh], cross_mask [B, S], computed once
@@ -80,6 +83,7 @@ class MultiHeadAttention(nn.Module):
           self.variable("cache", "cached_key", jnp.zeros, (b, h, length, dh), key.dtype)
           self.variable("cache", "cached_value", jnp.zeros, (b, h, length, dh), value.dtype)
           self.variable("cache", "cache_index", jnp.zeros, (b,), jnp.int32)
+          self.variable("cache", "cache_ancestors", jnp.zeros, (b, length), jnp.int32)
       logits = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)  # [B, H, Lq, Lk]
       logits = jnp.where(mask, logits / scale, NEG_INF)
       weights = dropout(jax.nn.softmax(logits, axis=-1).astype(dtype))  # [B, H, Lq, Lk]
@@ -93,26 +97,42 @@ class MultiHeadAttention(nn.Module):
 
   def _cached_self_attention(self, query, inputs_kv, k_kernel, k_bias, v_kernel, v_bias,
                              dtype, dropout):
-    """One token against the cache [B, H, max_len, Dh], written in place at the step index."""
+    """One token against the slot-major cache [B, H, max_len, Dh].
+
+    Row r, position t of the cache holds the key of whichever sequence sat in
+    row r at step t; each (row, position) is written once, in place. The
+    sequence now in row r reads position t' from row cache_ancestors[r, t'].
+    A beam search therefore reorders only the small [B, max_len] ancestor
+    table, never the cache itself (no full-size copy of the loop state).
+    """
     if query.shape[1] != 1:
       raise ValueError(f"decode=True expects one token per call, got length {query.shape[1]}.")
     cached_key = self.variable("cache", "cached_key", jnp.zeros, (), dtype)
     cached_value = self.variable("cache", "cached_value", jnp.zeros, (), dtype)
     cache_index = self.variable("cache", "cache_index", jnp.zeros, (), jnp.int32)
+    ancestors = self.variable("cache", "cache_ancestors", jnp.zeros, (), jnp.int32)
+    rows, _, h, dh = query.shape
     max_len = cached_key.value.shape[2]
     index = cache_index.value[0]
     # [B, 1, H, Dh] -> [B, H, 1, Dh]: only the one new row is transposed.
     key = project(inputs_kv, k_kernel, k_bias, dtype).transpose(0, 2, 1, 3)
     value = project(inputs_kv, v_kernel, v_bias, dtype).transpose(0, 2, 1, 3)
-    keys = jax.lax.dynamic_update_slice(cached_key.value, key.astype(cached_key.value.dtype),
-                                        (0, 0, index, 0))  # [B, H, max_len, Dh]
-    values = jax.lax.dynamic_update_slice(cached_value.value, value.astype(cached_value.value.dtype),
-                                          (0, 0, index, 0))
-    cached_key.value, cached_value.value = keys, values
+    cache_k = jax.lax.dynamic_update_slice(cached_key.value, key.astype(cached_key.value.dtype),
+                                           (0, 0, index, 0))  # [B, H, max_len, Dh]
+    cache_v = jax.lax.dynamic_update_slice(cached_value.value,
+                                           value.astype(cached_value.value.dtype), (0, 0, index, 0))
+    anc = jax.lax.dynamic_update_slice(
+        ancestors.value, jnp.arange(rows, dtype=jnp.int32)[:, None], (0, index))  # [B, max_len]
+    cached_key.value, cached_value.value, ancestors.value = cache_k, cache_v, anc
     cache_index.value = cache_index.value + 1
+    # This row's history: keys[r, h, t] = cache[anc[r, t], h, t] -> [B, H, max_len, Dh]
+    heads = jnp.arange(h)[None, :, None]
+    steps = jnp.arange(max_len)[None, None, :]
+    keys = cache_k[anc[:, None, :], heads, steps]
+    values = cache_v[anc[:, None, :], heads, steps]
     q = query.transpose(0, 2, 1, 3)  # [B, H, 1, Dh]
     logits = jnp.einsum("bhqd,bhkd->bhqk", q, keys).astype(jnp.float32)  # [B, H, 1, max_len]
-    logits = logits / jnp.sqrt(jnp.float32(q.shape[-1]))
+    logits = logits / jnp.sqrt(jnp.float32(dh))
     valid = (jnp.arange(max_len) <= index)[None, None, None, :]  # only positions <= index are real
     logits = jnp.where(valid, logits, NEG_INF)
     weights = dropout(jax.nn.softmax(logits, axis=-1).astype(dtype))  # [B, H, 1, max_len]

@@ -18,7 +18,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.optim.learning_rate = 3e-4
   config.optim.warmup_steps = 50
   config.optim.decay_steps = 100
-  config.train.num_train_steps = 500
-  config.train.checkpoint_every_steps = 250
+  config.train.num_train_steps = 300
+  config.train.checkpoint_every_steps = 150
   config.eval.selection_metric = "out-domain/CIDEr"
   return config

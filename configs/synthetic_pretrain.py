@@ -33,9 +33,9 @@ def get_config() -> ml_collections.ConfigDict:
   config.optim.warmup_steps = 100
   config.optim.decay_steps = 200
   config.optim.decay_rate = 0.95
-  config.train.num_train_steps = 1_500
+  config.train.num_train_steps = 800
   config.train.log_every_steps = 50
-  config.train.checkpoint_every_steps = 500
+  config.train.checkpoint_every_steps = 400
   config.train.keep_checkpoints = 2
   config.decode.max_decode_len = 24
   config.mesh.data = -1

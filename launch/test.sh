@@ -5,4 +5,6 @@ cd "$(dirname "$0")/.."
 bash launch/install.sh
 export JAX_PLATFORMS=cpu TF_CPP_MIN_LOG_LEVEL=2
 export XLA_FLAGS="${XLA_FLAGS:---xla_force_host_platform_device_count=8}"
-exec "${PYTHON:-python3}" -m pytest -q tests "$@"
+# Two workers (one per core of the reference machine); a test module stays on one
+# worker so its module-scoped fixtures (synthetic worlds) are built once.
+exec "${PYTHON:-python3}" -m pytest -q -n 2 --dist loadfile tests "$@"

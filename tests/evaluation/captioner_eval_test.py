@@ -148,6 +148,8 @@ def test_tracker_saves_params_in_trainer_checkpoint_layout(tmp_path):
   np.testing.assert_array_equal(np.asarray(loaded["b"]), params["b"] * 2)
 
 
+@pytest.mark.skipif(ptb_tokenizer.java_unavailable_reason() is not None,
+                    reason="PTB tokenization and METEOR need Java (launch/install.sh installs it)")
 def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):
   # The trainer's hook, built from runner.make_evaluators, write_and_log and
   # BestCheckpointTracker.
@@ -170,8 +172,6 @@ def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):
     def write_scalars(self, step, scalars):
       written.append((step, dict(scalars)))
 
-  if ptb_tokenizer.java_unavailable_reason() is not None:
-    pytest.skip("needs Java")
   hook = PeriodicEvaluation(config, train_setup, str(tmp_path), Writer())
   hook(2, params)
   best = json.loads((tmp_path / "best" / "best.json").read_text())

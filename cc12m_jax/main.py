@@ -4,19 +4,23 @@ Modes (config.mode):
   pretrain, finetune   cc12m_jax.train.trainer.train_and_evaluate
   evaluate, predict    cc12m_jax.evaluation (decode a checkpoint, score / write captions)
 
-Overrides of unknown keys or of the wrong type fail while flags are parsed
-(the config is locked); the remaining checks (cc12m_jax.train.validation) run
-before any device work.
+An override of an unknown key fails before flags are parsed with one line naming
+the key and the closest known one (cc12m_jax.config_check); one of the wrong
+type fails while absl parses flags; the remaining checks
+(cc12m_jax.train.validation) run before any device work.
 """
 from __future__ import annotations
 
 import importlib
 import logging as std_logging
+import sys
+from typing import Sequence
 
 import jax
 from absl import app, flags, logging
 from ml_collections import config_flags
 
+from cc12m_jax import config_check
 from cc12m_jax.train import validation
 
 _CONFIG = config_flags.DEFINE_config_file(
@@ -59,6 +63,17 @@ def run(config, workdir: str):
   return fn(config, workdir)
 
 
+def parse_flags(argv: Sequence[str]) -> list[str]:
+  """absl's flag parsing, preceded by the check of `--config.` override keys."""
+  try:
+    config_check.check_overrides(argv)
+  except config_check.UnknownOverrideError as e:
+    # absl's own format for flag errors, on one line; exit before any compute.
+    sys.stderr.write(f"FATAL Flags parsing error: {e}\n")
+    sys.exit(1)
+  return app.parse_flags_with_usage(argv)
+
+
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
@@ -80,4 +95,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

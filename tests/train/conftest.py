@@ -1,5 +1,6 @@
 """Fixtures for trainer tests: a tiny synthetic world and tiny trainer configs."""
 import os
+import sys
 
 import jax
 import pytest
@@ -10,6 +11,7 @@ from configs import base
 # Compiled programs are reused across the in-process and subprocess runs of
 # these tests (same shapes, same code): a large saving on a 2-core machine.
 COMPILATION_CACHE = "/tmp/cc12m_jax_test_compilation_cache"
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def pytest_configure(config):  # pylint: disable=unused-argument
@@ -65,3 +67,9 @@ def config_overrides(config) -> list[str]:
       if base_cfg[section][key] != value:
         flags.append(f"--config.{section}.{key}={value}")
   return flags
+
+
+def main_command(workdir, config, *extra: str) -> list[str]:
+  """argv of `python -m cc12m_jax.main` training `config` in `workdir` (run it in REPO_ROOT)."""
+  return [sys.executable, "-m", "cc12m_jax.main", "--config=configs/synthetic_pretrain.py",
+          f"--workdir={workdir}", *config_overrides(config), *extra]

@@ -3,22 +3,19 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 import numpy as np
 import orbax.checkpoint as ocp
 import jax
 
-from tests.train.conftest import config_overrides, trainer_config
+from tests.train.conftest import REPO_ROOT, main_command, trainer_config
 
 K = 4  # checkpoint interval; runs go to 2K
 
 
 def _run(workdir, config, *extra):
-  cmd = [sys.executable, "-m", "cc12m_jax.main", "--config=configs/synthetic_pretrain.py",
-         f"--workdir={workdir}", *config_overrides(config), *extra]
-  return subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                        cwd=os.path.dirname(os.path.dirname(os.path.dirname(__file__))))
+  return subprocess.run(main_command(workdir, config, *extra), capture_output=True, text=True,
+                        timeout=900, cwd=REPO_ROOT)
 
 
 def _final_params(workdir, step):

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import difflib
 import re
+import sys
 from typing import Any, Sequence
 
 import ml_collections
-from absl import flags
+from absl import app, flags
 
 
 class UnknownOverrideError(flags.Error):
@@ -99,3 +100,20 @@ def check_overrides(argv: Sequence[str], name: str = "config") -> None:
     message = unknown_key_message(config, key, name, arg)
     if message is not None:
       raise UnknownOverrideError(message)
+
+
+def parse_flags(argv: Sequence[str], *, known_only: bool = False) -> list[str]:
+  """An absl `flags_parser`: the override-key check, then absl's own parsing.
+
+  An unknown key exits with one line in absl's format for flag errors,
+  before any compute. `known_only=True` leaves unknown flags in the returned
+  argv (for programs that pass them on, e.g. to Apache Beam).
+  """
+  try:
+    check_overrides(argv)
+  except UnknownOverrideError as e:
+    sys.stderr.write(f"FATAL Flags parsing error: {e}\n")
+    sys.exit(1)
+  if known_only:
+    return flags.FLAGS(list(argv), known_only=True)
+  return app.parse_flags_with_usage(list(argv))

@@ -63,22 +63,15 @@ def run(config, workdir: str):
   return fn(config, workdir)
 
 
-def parse_flags(argv: Sequence[str]) -> list[str]:
-  """absl's flag parsing, preceded by the check of `--config.` override keys."""
-  try:
-    config_check.check_overrides(argv)
-  except config_check.UnknownOverrideError as e:
-    # absl's own format for flag errors, on one line; exit before any compute.
-    sys.stderr.write(f"FATAL Flags parsing error: {e}\n")
-    sys.exit(1)
-  return app.parse_flags_with_usage(argv)
-
-
 def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
   config = _CONFIG.value
-  validation.validate(config)  # before any compute
+  try:
+    validation.validate(config)  # before any compute
+  except validation.ConfigError as e:
+    sys.stderr.write(f"FATAL config error: {e}\n")  # one line, no traceback
+    sys.exit(1)
   _hide_accelerators_from_tensorflow()
   if config.train.distributed:
     jax.distributed.initialize()
@@ -95,4 +88,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-  app.run(main, flags_parser=parse_flags)
+  app.run(main, flags_parser=config_check.parse_flags)

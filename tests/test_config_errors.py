@@ -63,8 +63,25 @@ def test_valid_overrides_parse(tmp_path):
   # A valid key reaches the config: num_heads=3 parses, then validation rejects it.
   result = _main(workdir, "--config.model.num_heads=3")
   assert result.returncode != 0
-  assert "config.model.num_heads: emb_dim=128 is not divisible by num_heads=3" in result.stderr
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  [line] = [l for l in result.stderr.splitlines() if l.startswith("FATAL config error")]
+  assert "config.model.num_heads: emb_dim=128 is not divisible by num_heads=3" in line
   assert not workdir.exists()
+
+
+@pytest.mark.parametrize("module, extra", [
+    ("cc12m_jax.data.synthetic.generate", ()),
+    ("cc12m_jax.evaluation.retrieval_eval", ("--workdir=unused",)),
+])
+def test_other_entry_points_check_override_keys(tmp_path, module, extra):
+  result = subprocess.run(
+      [sys.executable, "-m", module, f"--config={CONFIG}", "--config.synthetic.nmu_images=3",
+       *extra], capture_output=True, text=True, timeout=300, cwd=ROOT)
+  assert result.returncode != 0
+  assert "Traceback" not in result.stderr, result.stderr[-3000:]
+  [line] = _fatal_lines(result.stderr)
+  assert line.startswith("FATAL Flags parsing error: unknown config key "
+                         "config.synthetic.nmu_images"), line
 
 
 def test_check_overrides_in_process():

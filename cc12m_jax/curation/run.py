@@ -25,6 +25,7 @@ from apache_beam.options.pipeline_options import StandardOptions
 import ml_collections
 from ml_collections import config_flags
 
+from cc12m_jax import config_check
 from cc12m_jax.curation import config as config_lib
 from cc12m_jax.curation import dofns
 from cc12m_jax.curation import pipeline
@@ -68,8 +69,8 @@ def main(argv: Sequence[str]) -> None:
 
 
 def _parse_flags(argv: list[str]) -> list[str]:
-  """absl parses ours; everything it does not know goes to Beam."""
-  return flags.FLAGS(argv, known_only=True)
+  """absl parses ours (override keys checked first); the rest goes to Beam."""
+  return config_check.parse_flags(argv, known_only=True)
 
 
 if __name__ == "__main__":

@@ -270,4 +270,5 @@ if __name__ == "__main__":
                                                      lock_config=True)
   _FLAGS["workdir"] = flags.DEFINE_string("workdir", None, "Output (and default checkpoint) dir.")
   flags.mark_flags_as_required(["config", "workdir"])
-  app.run(main)
+  from cc12m_jax import config_check  # pylint: disable=g-import-not-at-top
+  app.run(main, flags_parser=config_check.parse_flags)

@@ -300,7 +300,8 @@ def main(argv: Sequence[str]) -> None:
 def run() -> None:
   _define_flags()
   flags.mark_flags_as_required(["config"])
-  app.run(main)
+  from cc12m_jax import config_check  # pylint: disable=g-import-not-at-top
+  app.run(main, flags_parser=config_check.parse_flags)
 
 
 if __name__ == "__main__":

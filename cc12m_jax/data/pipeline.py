@@ -146,22 +146,46 @@ def _id_table(ids: Sequence[bytes]) -> Optional[tf.lookup.StaticHashTable]:
 
 # --------------------------------------------------------- record streams --
 
+READ_PARALLELISM = ("auto", "parallel", "sequential")
+
+
+def parallel_reads(files: Sequence[str], read_parallelism: str) -> bool:
+  """Whether files are read on parallel threads (config.data.read_parallelism).
+
+  'auto' is parallel for remote storage (a path with a scheme such as gs://),
+  where per-file latency dominates, and sequential for local files, where a
+  thread hand-off per record costs more CPU than it hides (~25% of the read
+  cost on a 2-core host; benchmarks/input_pipeline.py).
+  """
+  if read_parallelism not in READ_PARALLELISM:
+    raise ValueError(f"config.data.read_parallelism={read_parallelism!r}: choose one of "
+                     f"{READ_PARALLELISM}")
+  if read_parallelism == "auto":
+    return any("://" in f for f in files)
+  return read_parallelism == "parallel"
+
+
 def _host_records(files: Sequence[str], pi: int, pc: int, *, shuffle: bool,
-                  seed: int, num_parallel_reads: int) -> tf.data.Dataset:
+                  seed: int, num_parallel_reads: int,
+                  read_parallelism: str = "auto") -> tf.data.Dataset:
   """Serialized records of this host (one pass).
 
   Files are split between hosts when there are enough of them; otherwise
-  every host reads all files and keeps every pc-th record.
+  every host reads all files and keeps every pc-th record. Interleaving is
+  deterministic (round-robin, one record per file) whether or not the reads
+  run on parallel threads, so the record order does not depend on it.
   """
   files = sorted(files)
   if len(files) >= pc:
     ds = tf.data.Dataset.from_tensor_slices(files[pi::pc])
     if shuffle:
       ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
+    parallel = parallel_reads(files, read_parallelism)
     return ds.interleave(
         tf.data.TFRecordDataset,
         cycle_length=max(1, min(num_parallel_reads, len(files[pi::pc]))),
-        block_length=1, num_parallel_calls=AUTOTUNE, deterministic=True)
+        block_length=1, num_parallel_calls=AUTOTUNE if parallel else None,
+        deterministic=True if parallel else None)
   return tf.data.TFRecordDataset(files).shard(pc, pi)
 
 
@@ -262,6 +286,10 @@ class _SourceParser:
 def _options() -> tf.data.Options:
   options = tf.data.Options()
   options.deterministic = True
+  # Each op of a tf.data function on one thread: the pipeline's parallelism
+  # comes from its parallel stages, and ops splitting themselves over the
+  # same few cores only contend (+10-20% examples/s on 2 cores).
+  options.threading.max_intra_op_parallelism = 1
   # The skip counters are tf.Variables updated inside the pipeline; they are
   # checkpointed next to the iterator instead of inside it.
   options.experimental_external_state_policy = (
@@ -295,7 +323,8 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
                            _id_table(ids), seed, tokenize, i)
     ds = _host_records(metadata_lib.shard_files(data_cfg.data_dir, src.name),
                        process_index, process_count, shuffle=True, seed=seed,
-                       num_parallel_reads=data_cfg.num_parallel_reads)
+                       num_parallel_reads=data_cfg.num_parallel_reads,
+                       read_parallelism=data_cfg.read_parallelism)
     if data_cfg.shuffle_buffer > 1:
       ds = ds.shuffle(data_cfg.shuffle_buffer, seed=seed,
                       reshuffle_each_iteration=True)

@@ -51,6 +51,9 @@ def validate(config: ml_collections.ConfigDict) -> None:
   _require(m.vocab_size >= 0 and m.feature_dim >= 0, "model.vocab_size",
            "vocab_size and feature_dim must be >= 0 (0: read from data).")
   _require(d.global_batch_size > 0, "data.global_batch_size", "must be > 0.")
+  from cc12m_jax.data import pipeline  # pylint: disable=g-import-not-at-top  (tensorflow)
+  _require(d.read_parallelism in pipeline.READ_PARALLELISM, "data.read_parallelism",
+           f"is {d.read_parallelism!r}; choose one of {pipeline.READ_PARALLELISM}.")
   _require(d.max_caption_length > 1, "data.max_caption_length", "must be > 1.")
   sources = [s for s in d.train_sources.split(",") if s]
   _require(bool(sources), "data.train_sources", "names no source.")

@@ -271,3 +271,29 @@ def test_config_errors_name_the_key(tiny_world):
   with pytest.raises(FileNotFoundError, match="nosuch"):
     pipeline_lib.make_train_iterator(
         data_config(tiny_world, train_sources="nosuch"), None)
+
+
+def test_read_parallelism_auto_is_parallel_only_for_remote_paths():
+  assert pipeline_lib.parallel_reads(["gs://bucket/a-00000-of-00002", "/local/b"], "auto")
+  assert not pipeline_lib.parallel_reads(["/local/a", "relative/b"], "auto")
+  assert pipeline_lib.parallel_reads(["/local/a"], "parallel")
+  assert not pipeline_lib.parallel_reads(["gs://bucket/a"], "sequential")
+  with pytest.raises(ValueError, match="read_parallelism='threads'"):
+    pipeline_lib.parallel_reads(["/local/a"], "threads")
+
+
+def test_parallel_and_sequential_reads_give_the_same_record_order(tmp_path):
+  files = []
+  for f in range(3):
+    path = str(tmp_path / f"shard-{f}")
+    with tf.io.TFRecordWriter(path) as writer:
+      for i in range(5 + f):  # unequal lengths: the round-robin must drain each file alike
+        writer.write(f"{f}/{i}".encode())
+    files.append(path)
+  orders = {}
+  for mode in ("parallel", "sequential"):
+    ds = pipeline_lib._host_records(files, 0, 1, shuffle=True, seed=7, num_parallel_reads=2,
+                                read_parallelism=mode)
+    orders[mode] = [r.decode() for r in ds.as_numpy_iterator()]
+  assert orders["parallel"] == orders["sequential"]
+  assert sorted(orders["parallel"]) == sorted(f"{f}/{i}" for f in range(3) for i in range(5 + f))

@@ -213,7 +213,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
           tcfg.init_from, tcfg.init_step, setup.abstract_params, setup.param_shardings)
     state = setup.new_state(params)
   if is_chief:
-    parameter_overview.log_parameter_overview(state["params"], msg="Captioner parameters")
+    parameter_overview.log_parameter_overview(
+        state["params"], msg=f"{type(setup.model).__name__} parameters ({tcfg.objective} objective)")
     logging.info("Mesh %s; %d parameters; vocabulary %d; feature dim %d.",
                  dict(setup.mesh.shape), state_lib.num_params(state["params"]),
                  setup.vocab_size, setup.feature_dim)

@@ -136,3 +136,27 @@ def test_bad_decode_config_fails_before_compute():
   cfg.top_p = 0.0
   with pytest.raises(ValueError, match="config.decode.top_p"):
     cd.make_decode_fn(tiny_captioner(), cfg)
+
+
+def test_long_beams_across_attention_windows_match_full_decoder(model_and_params):
+  # 40 steps cross the first cached-attention window (32 positions): the
+  # window switch must keep each beam's history through the ancestor table.
+  model, params, batch = model_and_params
+  k, length, alpha = 2, 40, 0.6
+  cfg = base.decode_config()
+  cfg.update(beam_size=k, max_decode_len=length, alpha=alpha)
+  forbid_eos = lambda logits: logits.at[:, EOS].set(-1e9)  # every beam runs 40 tokens
+  out = cd.make_decode_fn(model, cfg, logits_hook=forbid_eos)(params, batch, jax.random.key(0))
+  tokens, scores = np.asarray(out["tokens"]), np.asarray(out["scores"])
+  assert tokens.shape == (B, k, length) and np.all(tokens > EOS)
+  seqs = tokens.reshape(B * k, length)
+  inputs = np.concatenate([np.ones((B * k, 1), np.int32), seqs[:, :-1]], 1)
+  flat = {key: np.repeat(v, k, 0) for key, v in batch.items()}
+  logits = jax.jit(lambda p, b: model.apply({"params": p}, b, train=False))(
+      params, dict(flat, decoder_inputs=inputs))
+  logits = np.asarray(logits, np.float64)
+  logits[..., [0, 1, EOS]] = -np.inf  # PAD, BOS and (here) EOS are never generated
+  logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
+  expected = np.take_along_axis(logp, seqs[..., None], -1)[..., 0].sum(1)
+  expected /= ((5 + length) / 6) ** alpha
+  np.testing.assert_allclose(scores.reshape(-1), expected, rtol=1e-3, atol=1e-4)

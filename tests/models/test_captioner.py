@@ -6,6 +6,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
 from cc12m_jax.models import captioner
 from cc12m_jax.objectives import captioning, registry
@@ -67,13 +68,17 @@ def test_padded_regions_and_tags_do_not_change_outputs():
   assert not np.allclose(logits, forward(params, real), atol=1e-4)
 
 
-def test_cached_decoding_matches_full_decoder():
+@pytest.mark.parametrize("length", [tiny.CAPTION_LEN, 70])
+def test_cached_decoding_matches_full_decoder(length):
+  # 70 positions span three attention windows (32, 64, 70) of the cached step.
   model, params, forward = _shared()
   batch = tiny.random_batch(2, seed=6)
+  rng = np.random.default_rng(length)
+  batch["decoder_inputs"] = rng.integers(6, tiny.VOCAB, (2, length)).astype(np.int32)
   full = forward(params, batch)
   encoded, mask = jax.jit(lambda p, b: model.apply(
       {"params": p}, b, train=False, method=captioner.Captioner.encode))(params, batch)
-  cache = captioner.init_cache(model, encoded, mask, tiny.CAPTION_LEN)
+  cache = captioner.init_cache(model, encoded, mask, length)
 
   @jax.jit
   def decode_step(params, cache, token):
@@ -84,7 +89,7 @@ def test_cached_decoding_matches_full_decoder():
   for leaf in jax.tree_util.tree_leaves(cache):
     assert leaf.shape[0] == 2  # every cache leaf is batch-major (beam search tiles it)
   step_logits = []
-  for t in range(tiny.CAPTION_LEN):
+  for t in range(length):
     logits, mutated = decode_step(params, cache, batch["decoder_inputs"][:, t:t + 1])
     cache = mutated["cache"]
     step_logits.append(logits)

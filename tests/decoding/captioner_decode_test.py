@@ -146,9 +146,16 @@ def test_long_beams_across_attention_windows_match_full_decoder(model_and_params
   cfg = base.decode_config()
   cfg.update(beam_size=k, max_decode_len=length, alpha=alpha)
   forbid_eos = lambda logits: logits.at[:, EOS].set(-1e9)  # every beam runs 40 tokens
-  out = cd.make_decode_fn(model, cfg, logits_hook=forbid_eos)(params, batch, jax.random.key(0))
+  decode = cd.make_decode_fn(model, cfg, logits_hook=forbid_eos)
+  out = decode(params, batch, jax.random.key(0))
   tokens, scores = np.asarray(out["tokens"]), np.asarray(out["scores"])
   assert tokens.shape == (B, k, length) and np.all(tokens > EOS)
+  # The window switch under a mesh: sharded over the batch, same result.
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:B]), ("data",))
+  spec = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec("data"))
+  sharded = decode(params, jax.device_put(batch, spec), jax.random.key(0))
+  np.testing.assert_array_equal(np.asarray(sharded["tokens"]), tokens)
+  np.testing.assert_allclose(np.asarray(sharded["scores"]), scores, rtol=1e-5)
   seqs = tokens.reshape(B * k, length)
   inputs = np.concatenate([np.ones((B * k, 1), np.int32), seqs[:, :-1]], 1)
   flat = {key: np.repeat(v, k, 0) for key, v in batch.items()}

@@ -12,22 +12,18 @@ import flax.linen as nn
 import pytest
 
 from cc12m_jax import main
-from cc12m_jax.data.synthetic import generate
 from cc12m_jax.evaluation import runner
 from cc12m_jax.train import trainer
-from configs import base, synthetic_finetune
+from configs import synthetic_finetune
+from tests.synthetic_world import make_world
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory) -> str:
-  cfg = base.get_config()
-  s = cfg.synthetic
-  s.num_concepts, s.feature_dim, s.vocab_size = 40, 32, 400
-  s.num_cc3m, s.num_cc12m = 50, 1200
-  s.num_coco_train, s.num_coco_val, s.num_nocaps_val, s.num_flickr = 300, 12, 30, 12
-  data_dir = str(tmp_path_factory.mktemp("world"))
-  generate.generate(cfg, data_dir, log=lambda _: None)
-  return data_dir
+  return make_world(str(tmp_path_factory.mktemp("world")),
+                    num_concepts=40, feature_dim=32, vocab_size=400, num_cc3m=50,
+                    num_cc12m=1200, num_coco_train=300, num_coco_val=12, num_nocaps_val=30,
+                    num_flickr=12)
 
 
 def _config(data_dir: str, mode: str, steps: int):

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from typing import Any, Iterable, Mapping, Sequence
 
 import jax
@@ -165,26 +164,13 @@ def evaluate_source(config: ml_collections.ConfigDict, model, params: Any, mesh:
   return metrics
 
 
-def checkpoint_steps(directory: str) -> list[int]:
-  """Steps saved under `<directory>/checkpoints` (or `directory` itself)."""
-  import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-  path = epath.Path(directory)
-  if (path / "checkpoints").exists():
-    path = path / "checkpoints"
-  if not path.exists():
-    raise ValueError(f"config.eval.checkpoint_dir={directory!r}: no such checkpoint directory")
-  manager = ocp.CheckpointManager(path)
-  steps = sorted(manager.all_steps())
-  manager.close()
-  if not steps:
-    raise ValueError(f"config.eval.checkpoint_dir={directory!r}: no checkpoint steps in {path}")
-  return steps
-
-
 def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   """'evaluate' mode for objective 'vlm' (see module docstring)."""
-  from cc12m_jax.data.text.tokenizer import SubwordTokenizer  # pylint: disable=g-import-not-at-top
-  from cc12m_jax.train import checkpointing, trainer  # pylint: disable=g-import-not-at-top
+  # pylint: disable=g-import-not-at-top
+  from cc12m_jax.data import pipeline
+  from cc12m_jax.data.text.tokenizer import SubwordTokenizer
+  from cc12m_jax.evaluation import selection
+  from cc12m_jax.train import checkpointing, trainer
 
   if config.train.objective != "vlm":
     raise ValueError(f"config.train.objective={config.train.objective!r}: retrieval evaluation "
@@ -193,18 +179,18 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict[str, Any]:
   if not sources:
     raise ValueError("config.data.eval_sources names no source to evaluate")
   metric, mode = config.eval.selection_metric, config.eval.selection_mode
-  if mode not in ("max", "min"):
-    raise ValueError(f"config.eval.selection_mode={mode!r}: use 'max' or 'min'")
+  if mode not in selection.MODES:
+    raise ValueError(f"config.eval.selection_mode={mode!r}: use one of {selection.MODES}")
   checkpoint_dir = config.eval.checkpoint_dir or workdir
-  steps = checkpoint_steps(checkpoint_dir)
+  steps = checkpointing.saved_steps(checkpoint_dir, key="config.eval.checkpoint_dir")
   setup = trainer.Setup(config)
-  vocab_path = config.data.vocab_path or os.path.join(config.data.data_dir, "vocab.txt")
-  tokenizer = SubwordTokenizer(vocab_path)
+  tokenizer = SubwordTokenizer(pipeline.vocab_path(config.data))
 
   def load(step: int):
     # Checks every parameter's shape against the dual encoder first.
     params, _ = checkpointing.load_pretrained_params(
-        checkpoint_dir, step, setup.abstract_params, setup.param_shardings)
+        checkpoint_dir, step, setup.abstract_params, setup.param_shardings,
+        key="config.eval.checkpoint_dir", step_key="config.eval.checkpoint_step")
     return params
 
   if config.eval.checkpoint_step >= 0:

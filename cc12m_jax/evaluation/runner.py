@@ -49,7 +49,8 @@ def load_checkpoint_params(config: ml_collections.ConfigDict, workdir: str,
   directory = config.eval.checkpoint_dir or workdir
   params, step = checkpointing.load_pretrained_params(
       directory, config.eval.checkpoint_step, setup.abstract_params,
-      setup.param_shardings)
+      setup.param_shardings, key="config.eval.checkpoint_dir",
+      step_key="config.eval.checkpoint_step")
   logging.info("Decoding with parameters of %s, step %d.", directory, step)
   return params, step
 

@@ -13,7 +13,9 @@ The self-attention cache is stored in the layout the attention products read
 (heads before positions), so a step writes one row in place. It is
 slot-major: a beam search reorders only the ancestor table (which row holds
 each earlier position of a sequence), and the step gathers its keys/values
-through it, so the loop never rewrites the cache. The cross-attention entries above
+through it, so the loop never rewrites the cache; it reads only the filled
+positions, rounded up to a multiple of ATTENTION_WINDOW (a `lax.switch` over
+static window lengths). The cross-attention entries above
 are filled lazily at the first step (a `lax.cond` per step). Fast decoding
 replaces them with a *primed* cache from `cross_attention_cache`
 (cross_key / cross_value [B, H, S, Dh], cross_mask [B, S], computed once
@@ -39,6 +41,12 @@ ATTENTION_WINDOW = 32
 def attention_windows(max_len: int) -> tuple[int, ...]:
   """(32, 64, ..., max_len): the static attention lengths of one decode step."""
   return tuple(range(ATTENTION_WINDOW, max_len, ATTENTION_WINDOW)) + (max_len,)
+
+
+def attention_weights(logits, mask, head_dim: int, dtype):
+  """softmax(logits / sqrt(head_dim)) over the last axis where `mask`, in f32; cast to dtype."""
+  logits = logits.astype(jnp.float32) / jnp.sqrt(jnp.float32(head_dim))
+  return jax.nn.softmax(jnp.where(mask, logits, NEG_INF), axis=-1).astype(dtype)
 
 
 def project(x, kernel, bias, dtype):
@@ -72,7 +80,6 @@ class MultiHeadAttention(nn.Module):
     k_kernel, k_bias = self._proj_params("key", e, h, dh)
     v_kernel, v_bias = self._proj_params("value", e, h, dh)
     dropout = nn.Dropout(cfg.attention_dropout, deterministic=not train)
-    scale = jnp.sqrt(jnp.float32(dh))
 
     query = project(inputs_q, q_kernel, q_bias, dtype)  # [B, Lq, H, Dh]
     if decode and self.kind == "cross" and self.has_variable("cache", "cross_mask"):
@@ -92,9 +99,8 @@ class MultiHeadAttention(nn.Module):
           self.variable("cache", "cached_value", jnp.zeros, (b, h, length, dh), value.dtype)
           self.variable("cache", "cache_index", jnp.zeros, (b,), jnp.int32)
           self.variable("cache", "cache_ancestors", jnp.zeros, (b, length), jnp.int32)
-      logits = jnp.einsum("bqhd,bkhd->bhqk", query, key).astype(jnp.float32)  # [B, H, Lq, Lk]
-      logits = jnp.where(mask, logits / scale, NEG_INF)
-      weights = dropout(jax.nn.softmax(logits, axis=-1).astype(dtype))  # [B, H, Lq, Lk]
+      logits = jnp.einsum("bqhd,bkhd->bhqk", query, key)  # [B, H, Lq, Lk]
+      weights = dropout(attention_weights(logits, mask, dh, dtype))  # [B, H, Lq, Lk]
       out = jnp.einsum("bhqk,bkhd->bqhd", weights, value)  # [B, Lq, H, Dh]
     out_kernel = self.param("out_kernel", nn.with_logical_partitioning(
         layers.DEFAULT_KERNEL_INIT, ("heads", "kv", "embed")), (h, dh, e), jnp.float32)
@@ -143,11 +149,9 @@ class MultiHeadAttention(nn.Module):
         steps = jnp.arange(window)[None, None, :]
         keys = cache_k[anc[:, None, :window], heads, steps]
         values = cache_v[anc[:, None, :window], heads, steps]
-        logits = jnp.einsum("bhqd,bhkd->bhqk", q, keys).astype(jnp.float32)  # [B, H, 1, window]
-        logits = logits / jnp.sqrt(jnp.float32(dh))
+        logits = jnp.einsum("bhqd,bhkd->bhqk", q, keys)  # [B, H, 1, window]
         valid = (jnp.arange(window) <= index)[None, None, None, :]  # positions <= index are real
-        logits = jnp.where(valid, logits, NEG_INF)
-        weights = dropout(jax.nn.softmax(logits, axis=-1).astype(dtype))  # [B, H, 1, window]
+        weights = dropout(attention_weights(logits, valid, dh, dtype))  # [B, H, 1, window]
         return jnp.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, 1, Dh]
       return fn
 
@@ -194,9 +198,8 @@ class MultiHeadAttention(nn.Module):
       raise ValueError(f"primed cross-attention cache for {b} examples cannot serve a query "
                        f"of shape {query.shape}: expected [{b} * beams, 1, H, Dh].")
     q = query.reshape(b, rows // b, h, dh)  # [B, K, H, Dh] (beam-major rows)
-    logits = jnp.einsum("bkhd,bhsd->bhks", q, keys).astype(jnp.float32)  # [B, H, K, S]
-    logits = jnp.where(mask[:, None, None, :], logits / jnp.sqrt(jnp.float32(dh)), NEG_INF)
-    weights = jax.nn.softmax(logits, axis=-1).astype(values.dtype)  # [B, H, K, S]
+    logits = jnp.einsum("bkhd,bhsd->bhks", q, keys)  # [B, H, K, S]
+    weights = attention_weights(logits, mask[:, None, None, :], dh, values.dtype)  # [B, H, K, S]
     out = jnp.einsum("bhks,bhsd->bkhd", weights, values)  # [B, K, H, Dh]
     return out.reshape(rows, 1, h, dh)
 
@@ -295,8 +298,6 @@ def sinusoidal_positions(positions, dim: int):
   freq = jnp.exp(-jnp.log(10_000.0) * jnp.arange(half, dtype=jnp.float32) / half)  # [dim/2]
   angles = positions.astype(jnp.float32)[..., None] * freq  # [..., dim/2]
   return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., dim]
-
-
 
 
 def cross_attention_cache(decoder_params: Any, encoded: jax.Array, encoder_mask: jax.Array,

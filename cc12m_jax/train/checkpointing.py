@@ -88,28 +88,51 @@ class InitFromError(ValueError):
   """A pre-trained checkpoint does not fit the model being fine-tuned."""
 
 
+def checkpoint_directory(path: str, key: str = "config.train.init_from") -> epath.Path:
+  """`<path>/checkpoints` for a workdir, else `path` itself; errors name the config `key`."""
+  directory = epath.Path(path)
+  if (directory / "checkpoints").exists():
+    directory = directory / "checkpoints"
+  if not directory.exists():
+    raise InitFromError(f"{key}={path!r}: no such checkpoint directory.")
+  return directory
+
+
+def _state_manager(directory: epath.Path) -> ocp.CheckpointManager:
+  return ocp.CheckpointManager(
+      directory, item_handlers={STATE_ITEM: ocp.PyTreeCheckpointHandler()})
+
+
+def saved_steps(path: str, key: str = "config.train.init_from") -> list[int]:
+  """Sorted checkpoint steps under `path` (a workdir or a checkpoints directory)."""
+  directory = checkpoint_directory(path, key)
+  manager = _state_manager(directory)
+  steps = sorted(manager.all_steps())
+  manager.close()
+  if not steps:
+    raise InitFromError(f"{key}={path!r}: no checkpoint steps in {directory}.")
+  return steps
+
+
 def load_pretrained_params(init_from: str, step: int, target_params: Any,
-                           param_shardings: Any) -> tuple[Any, int]:
+                           param_shardings: Any, *, key: str = "config.train.init_from",
+                           step_key: str = "config.train.init_step") -> tuple[Any, int]:
   """Parameters of `init_from/checkpoints/<step>` (step -1: latest), checked against the model.
 
   Every model parameter must exist in the checkpoint with the same shape; a
   difference in the vocabulary dimension is reported as a vocabulary
-  mismatch. Optimizer state and step are not loaded.
+  mismatch. Optimizer state and step are not loaded. `key` / `step_key` are
+  the config fields that named the directory and step, for error messages.
   """
-  directory = epath.Path(init_from)
-  if (directory / "checkpoints").exists():
-    directory = directory / "checkpoints"
-  if not directory.exists():
-    raise InitFromError(f"config.train.init_from={init_from!r}: no such checkpoint directory.")
-  manager = ocp.CheckpointManager(
-      directory, item_handlers={STATE_ITEM: ocp.PyTreeCheckpointHandler()})
+  directory = checkpoint_directory(init_from, key)
+  manager = _state_manager(directory)
   steps = manager.all_steps()
   if not steps:
-    raise InitFromError(f"config.train.init_from={init_from!r}: no checkpoint steps in {directory}.")
+    raise InitFromError(f"{key}={init_from!r}: no checkpoint steps in {directory}.")
   if step < 0:
     step = max(steps)
   elif step not in steps:
-    raise InitFromError(f"config.train.init_step={step} not in {init_from!r} (has {sorted(steps)}).")
+    raise InitFromError(f"{step_key}={step} not in {init_from!r} (has {sorted(steps)}).")
   saved = manager.item_metadata(step)[STATE_ITEM]["params"]
   _check_param_shapes(saved, target_params, init_from)
   abstract = _abstract({"params": target_params}, {"params": param_shardings})

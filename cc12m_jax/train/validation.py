@@ -5,6 +5,7 @@ import ml_collections
 
 from cc12m_jax.objectives import registry
 from cc12m_jax.train import optim
+from cc12m_jax.train import step as step_lib
 
 MODES = ("pretrain", "finetune", "evaluate", "predict")
 
@@ -26,8 +27,8 @@ def validate(config: ml_collections.ConfigDict) -> None:
            f"{t.objective!r} is not one of {registry.names()}.")
   for key in ("num_train_steps", "log_every_steps", "checkpoint_every_steps", "keep_checkpoints"):
     _require(int(t[key]) > 0, f"train.{key}", f"must be > 0, got {t[key]}.")
-  _require(t.dropout_rng in ("rbg", "threefry"), "train.dropout_rng",
-           f"{t.dropout_rng!r} is not 'rbg' or 'threefry'.")
+  _require(t.dropout_rng in step_lib.DROPOUT_RNGS, "train.dropout_rng",
+           f"{t.dropout_rng!r} is not one of {step_lib.DROPOUT_RNGS}.")
   _require(t.eval_every_steps >= 0, "train.eval_every_steps", "must be >= 0.")
   if config.mode == "finetune":
     _require(bool(t.init_from), "train.init_from",

@@ -48,15 +48,19 @@ def model_and_params():
   return model, params, batch
 
 
-def full_logprobs(model, params, batch, seqs):
-  """log p of each token of seqs [N, L] (EOS then PAD) by teacher forcing."""
+def full_logprobs(model, params, batch, seqs, never=(0, 1)):
+  """log p of each token of seqs [N, L] (EOS then PAD) by teacher forcing.
+
+  `never`: ids the search never generates (PAD and BOS; the caller's logits
+  hook may forbid more), renormalised away as the search does.
+  """
   n, length = seqs.shape
   inputs = np.concatenate([np.ones((n, 1), np.int32), seqs[:, :-1]], 1)
   batch = dict(batch, decoder_inputs=inputs)
   logits = jax.jit(lambda p, b: model.apply({"params": p}, b, train=False))(
       params, batch)                                          # [N, L, V]
   logits = np.asarray(logits, np.float64)
-  logits[..., [0, 1]] = -np.inf  # PAD and BOS are never generated
+  logits[..., list(never)] = -np.inf
   logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
   return np.take_along_axis(logp, seqs[..., None], -1)[..., 0]
 
@@ -156,14 +160,7 @@ def test_long_beams_across_attention_windows_match_full_decoder(model_and_params
   sharded = decode(params, jax.device_put(batch, spec), jax.random.key(0))
   np.testing.assert_array_equal(np.asarray(sharded["tokens"]), tokens)
   np.testing.assert_allclose(np.asarray(sharded["scores"]), scores, rtol=1e-5)
-  seqs = tokens.reshape(B * k, length)
-  inputs = np.concatenate([np.ones((B * k, 1), np.int32), seqs[:, :-1]], 1)
   flat = {key: np.repeat(v, k, 0) for key, v in batch.items()}
-  logits = jax.jit(lambda p, b: model.apply({"params": p}, b, train=False))(
-      params, dict(flat, decoder_inputs=inputs))
-  logits = np.asarray(logits, np.float64)
-  logits[..., [0, 1, EOS]] = -np.inf  # PAD, BOS and (here) EOS are never generated
-  logp = logits - np.logaddexp.reduce(logits, axis=-1, keepdims=True)
-  expected = np.take_along_axis(logp, seqs[..., None], -1)[..., 0].sum(1)
-  expected /= ((5 + length) / 6) ** alpha
+  logp = full_logprobs(model, params, flat, tokens.reshape(B * k, length), never=(0, 1, EOS))
+  expected = logp.sum(1) / ((5 + length) / 6) ** alpha
   np.testing.assert_allclose(scores.reshape(-1), expected, rtol=1e-3, atol=1e-4)

@@ -10,26 +10,22 @@ import flax.linen as nn
 import jax
 import pytest
 
-from configs import base, vlm_synthetic_pretrain
-from cc12m_jax.data.synthetic import generate
+from configs import vlm_synthetic_pretrain
 from cc12m_jax.data.text.tokenizer import SubwordTokenizer
 from cc12m_jax.evaluation import retrieval_eval
 from cc12m_jax.train import trainer
+from tests.synthetic_world import make_world
 
 STEPS = 100
 
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-  data_dir = str(tmp_path_factory.mktemp("world"))
-  cfg = base.get_config()
-  s = cfg.synthetic
-  s.num_concepts, s.feature_dim, s.vocab_size = 60, 32, 600
-  s.num_cc3m, s.num_cc12m = 100, 1200
-  s.num_coco_train, s.num_coco_val, s.num_nocaps_val = 10, 10, 10
-  s.num_flickr = 240  # 160 train / 40 val / 40 test images, 5 captions each
-  generate.generate(cfg, data_dir, log=lambda _: None)
-  return data_dir
+  # num_flickr 240: 160 train / 40 val / 40 test images, 5 captions each.
+  return make_world(str(tmp_path_factory.mktemp("world")),
+                    num_concepts=60, feature_dim=32, vocab_size=600, num_cc3m=100,
+                    num_cc12m=1200, num_coco_train=10, num_coco_val=10, num_nocaps_val=10,
+                    num_flickr=240)
 
 
 def _config(data_dir: str, workdir: str):

@@ -5,8 +5,7 @@ import sys
 import jax
 import pytest
 
-from cc12m_jax.data.synthetic import generate
-from configs import base
+from tests.synthetic_world import make_world
 
 # Compiled programs are reused across the in-process and subprocess runs of
 # these tests (same shapes, same code): a large saving on a 2-core machine.
@@ -26,14 +25,10 @@ def pytest_configure(config):  # pylint: disable=unused-argument
 @pytest.fixture(scope="session")
 def tiny_world(tmp_path_factory) -> str:
   """data_dir of a very small synthetic world (feature dim 16, ~200-word vocab)."""
-  cfg = base.get_config()
-  s = cfg.synthetic
-  s.num_concepts, s.feature_dim, s.vocab_size = 40, 16, 300
-  s.num_cc3m, s.num_cc12m, s.num_coco_train = 40, 120, 40
-  s.num_coco_val = s.num_nocaps_val = s.num_flickr = 12
-  data_dir = str(tmp_path_factory.mktemp("world"))
-  generate.generate(cfg, data_dir, log=lambda message: None)
-  return data_dir
+  return make_world(str(tmp_path_factory.mktemp("world")),
+                    num_concepts=40, feature_dim=16, vocab_size=300, num_cc3m=40,
+                    num_cc12m=120, num_coco_train=40, num_coco_val=12, num_nocaps_val=12,
+                    num_flickr=12)
 
 
 def trainer_config(data_dir: str, **train_overrides):

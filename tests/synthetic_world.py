@@ -1,0 +1,16 @@
+"""A small synthetic world for end-to-end tests (the generator of the main job)."""
+from cc12m_jax.data.synthetic import generate
+from configs import base
+
+
+def make_world(data_dir: str, **sizes) -> str:
+  """Generates the synthetic world into `data_dir` with config.synthetic fields `sizes`.
+
+  Every test that trains on the world sets its own sizes: how much signal a
+  learning test needs differs from what a resume test needs.
+  """
+  cfg = base.get_config()
+  for key, value in sizes.items():
+    cfg.synthetic[key] = value  # locked config: a misspelt size is an error
+  generate.generate(cfg, data_dir, log=lambda _: None)
+  return data_dir

@@ -29,6 +29,7 @@ import ml_collections
 import numpy as np
 import tensorflow as tf
 
+from cc12m_jax.data import host_memory
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
@@ -374,6 +375,8 @@ class TrainIterator:
     self.process_index, self.process_count = _hosts(process_index,
                                                     process_count)
     self.batch_sharding = batch_sharding
+    if data_cfg.retain_host_memory:
+      host_memory.retain_freed_memory()
     self.tokenizer = tokenizer_lib.SubwordTokenizer(vocab_path(data_cfg))
     self._validator = records_lib.RecordValidator(strict=data_cfg.strict)
     self._filter_counts = tf.Variable(
@@ -488,6 +491,8 @@ class EvalIterator:
     self.process_index, self.process_count = _hosts(process_index,
                                                     process_count)
     self.batch_sharding = batch_sharding
+    if data_cfg.retain_host_memory:
+      host_memory.retain_freed_memory()
     self.tokenizer = tokenizer_lib.SubwordTokenizer(vocab_path(data_cfg))
     self._validator = records_lib.RecordValidator(strict=data_cfg.strict)
     self._data_cfg = data_cfg

@@ -45,7 +45,7 @@ class Captioner(nn.Module):
     self.decoder = transformer.Decoder(cfg)
     self.logits_projection = layers.dense(
         self.vocab_size, ("embed", "vocab"), layers.compute_dtype(cfg))
-    self.embedding_dropout = nn.Dropout(cfg.dropout)
+    self.embedding_dropout = layers.Dropout(cfg.dropout)
     self.positions = DecodePositions()
 
   def encode(self, batch: Mapping[str, Any], *, train: bool):

@@ -66,7 +66,7 @@ class DualEncoder(nn.Module):
     self.image_embedding = embeddings.ImageInputEmbedding(cfg, text_embedding=self.text_embedding)
     self.image_encoder = transformer.Encoder(cfg)
     self.text_encoder = transformer.Encoder(text_encoder_config(cfg))
-    self.text_dropout = nn.Dropout(cfg.dropout)
+    self.text_dropout = layers.Dropout(cfg.dropout)
     self.image_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
     self.text_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
     if cfg.learn_temperature:

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Sequence
 
 import flax.linen as nn
+import jax
+from jax import lax
 import jax.numpy as jnp
 
 DEFAULT_KERNEL_INIT = nn.initializers.xavier_uniform()
@@ -48,6 +50,44 @@ def compute_dtype(config) -> Any:
   return jnp.bfloat16 if name == "bfloat16" else jnp.float32
 
 
+class Dropout(nn.Module):
+  """Inverted dropout (as nn.Dropout), with cheaper random bits for rbg keys.
+
+  With an rbg key (config.train.dropout_rng='rbg') the mask comes from XLA's
+  RngBitGenerator run with its three-fry algorithm: a record is kept iff its
+  uint32 draw is >= round(rate * 2**32), so P(keep) = 1 - rate to within
+  2**-32. JAX's own rbg bits use the backend default algorithm (Philox on
+  CPU), ~3x slower per bit here (benchmarks/train_step.py: dropout masks are
+  ~50M draws per paper-size step). Any other key (threefry: masks identical
+  on every mesh) goes through jax.random.bernoulli, exactly as nn.Dropout.
+  """
+  rate: float
+  deterministic: bool | None = None
+
+  @nn.compact
+  def __call__(self, x, deterministic: bool | None = None):
+    deterministic = nn.merge_param("deterministic", self.deterministic, deterministic)
+    if deterministic or self.rate == 0.0:
+      return x
+    if self.rate == 1.0:
+      return jnp.zeros_like(x)
+    keep_prob = 1.0 - self.rate
+    key = self.make_rng("dropout")
+    if is_rbg_key(key):
+      _, bits = lax.rng_bit_generator(jax.random.key_data(key), x.shape, dtype=jnp.uint32,
+                                      algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)  # [*x.shape]
+      keep = bits >= jnp.uint32(round(self.rate * 2.0**32))
+    else:
+      keep = jax.random.bernoulli(key, keep_prob, x.shape)
+    return lax.select(keep, x / jnp.asarray(keep_prob, x.dtype), jnp.zeros_like(x))
+
+
+def is_rbg_key(key: jax.Array) -> bool:
+  """True for a typed key of JAX's 'rbg' implementation."""
+  return (jnp.issubdtype(key.dtype, jax.dtypes.prng_key)
+          and str(jax.random.key_impl(key)) == "rbg")
+
+
 class MlpBlock(nn.Module):
   """Linear(E) -> ReLU -> Dropout -> Linear(E): the paper's input MLPs."""
   features: int
@@ -58,5 +98,5 @@ class MlpBlock(nn.Module):
   def __call__(self, x, *, train: bool):
     x = dense(self.features, ("embed", "mlp"), self.dtype, name="hidden")(x)
     x = nn.relu(x)
-    x = nn.Dropout(self.dropout_rate, deterministic=not train)(x)
+    x = Dropout(self.dropout_rate, deterministic=not train)(x)
     return dense(self.features, ("mlp", "embed"), self.dtype, name="output")(x)

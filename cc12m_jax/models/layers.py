@@ -53,13 +53,15 @@ def compute_dtype(config) -> Any:
 class Dropout(nn.Module):
   """Inverted dropout (as nn.Dropout), with cheaper random bits for rbg keys.
 
-  With an rbg key (config.train.dropout_rng='rbg') the mask comes from XLA's
-  RngBitGenerator run with its three-fry algorithm: a record is kept iff its
-  uint32 draw is >= round(rate * 2**32), so P(keep) = 1 - rate to within
-  2**-32. JAX's own rbg bits use the backend default algorithm (Philox on
-  CPU), ~3x slower per bit here (benchmarks/train_step.py: dropout masks are
-  ~50M draws per paper-size step). Any other key (threefry: masks identical
-  on every mesh) goes through jax.random.bernoulli, exactly as nn.Dropout.
+  With an rbg key (config.train.dropout_rng='rbg') the mask comes straight
+  from XLA's RngBitGenerator: an entry is kept iff its uint32 draw is
+  >= round(rate * 2**32), so P(keep) = 1 - rate to within 2**-32. On CPU the
+  generator runs its three-fry algorithm, ~3x cheaper per bit there than the
+  backend default (Philox) that JAX's own rbg bits use; dropout masks are
+  ~50M draws per paper-size train step (benchmarks/train_step.py). Other
+  backends keep their default algorithm, which is the fast one on GPU/TPU.
+  Any other key (threefry: masks identical on every mesh) goes through
+  jax.random.bernoulli, exactly as nn.Dropout.
   """
   rate: float
   deterministic: bool | None = None
@@ -74,8 +76,10 @@ class Dropout(nn.Module):
     keep_prob = 1.0 - self.rate
     key = self.make_rng("dropout")
     if is_rbg_key(key):
+      algorithm = (lax.RandomAlgorithm.RNG_THREE_FRY if jax.default_backend() == "cpu"
+                   else lax.RandomAlgorithm.RNG_DEFAULT)
       _, bits = lax.rng_bit_generator(jax.random.key_data(key), x.shape, dtype=jnp.uint32,
-                                      algorithm=lax.RandomAlgorithm.RNG_THREE_FRY)  # [*x.shape]
+                                      algorithm=algorithm)  # [*x.shape]
       keep = bits >= jnp.uint32(round(self.rate * 2.0**32))
     else:
       keep = jax.random.bernoulli(key, keep_prob, x.shape)

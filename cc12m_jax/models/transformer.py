@@ -59,10 +59,12 @@ def project_stacked(x, kernels, biases, dtype) -> list:
   """n projections of one input in one product: [B, L, E] -> n x [B, L, H, Dh].
 
   The kernels are stacked on a new axis ([E, n, H, Dh]), so the product is
-  [B*L, E] x [E, n*E]: one wide matmul instead of n thin ones (XLA:CPU runs
-  [1152, 512] x [512, 512] at ~0.85 of the speed of x [512, 1536];
-  benchmarks/train_step.py). Heads keep their own axis, so a heads-sharded
-  mesh splits the stacked kernel exactly as it splits each one.
+  [B*L, E] x [E, n*E]: one wide matmul instead of n thin ones (the paper-size
+  train step on a 2-core CPU: 5.03 -> 4.78 s, benchmarks/train_step.py). The
+  stacking copies the kernels, which a full-length pass amortizes and a
+  one-token decode step does not, so cached decoding projects separately.
+  Heads keep their own axis, so a heads-sharded mesh splits the stacked
+  kernel exactly as it splits each one.
   """
   kernel = jnp.stack([k.astype(dtype) for k in kernels], axis=1)  # [E, n, H, Dh]
   bias = jnp.stack([b.astype(dtype) for b in biases], axis=0)      # [n, H, Dh]
@@ -97,12 +99,17 @@ class MultiHeadAttention(nn.Module):
     v_kernel, v_bias = self._proj_params("value", e, h, dh)
     dropout = layers.Dropout(cfg.attention_dropout, deterministic=not train)
 
-    if self.kind == "self":
-      if inputs_kv is not inputs_q:
-        raise ValueError("self-attention projects queries, keys and values from one input; "
-                         "got different inputs_q and inputs_kv.")
+    if self.kind == "self" and inputs_kv is not inputs_q:
+      raise ValueError("self-attention projects queries, keys and values from one input; "
+                       "got different inputs_q and inputs_kv.")
+    if self.kind == "self" and not decode:
       query, key, value = project_stacked(  # each [B, L, H, Dh]
           inputs_q, (q_kernel, k_kernel, v_kernel), (q_bias, k_bias, v_bias), dtype)
+    elif self.kind == "self":
+      # One token per step: three [rows, E] x [E, E] products read the kernels
+      # as stored; stacking them would copy all three every step.
+      query, key, value = (project(inputs_q, k, b, dtype) for k, b in (
+          (q_kernel, q_bias), (k_kernel, k_bias), (v_kernel, v_bias)))  # each [B, 1, H, Dh]
     else:
       query = project(inputs_q, q_kernel, q_bias, dtype)  # [B, Lq, H, Dh]
     if decode and self.kind == "cross" and self.has_variable("cache", "cross_mask"):

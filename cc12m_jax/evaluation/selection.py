@@ -22,6 +22,8 @@ from typing import Any, Mapping
 from absl import logging
 from etils import epath
 
+from cc12m_jax.train import checkpointing
+
 MODES = ("max", "min")
 
 
@@ -33,7 +35,7 @@ class BestCheckpointTracker:
       raise ValueError(f"selection mode {mode!r}; expected one of {MODES}")
     if not metric:
       raise ValueError("config.eval.selection_metric is empty")
-    self.directory = epath.Path(directory)
+    self.directory = checkpointing.resolve_path(directory)  # orbax needs absolute paths
     self.metric, self.mode = metric, mode
     self.best_step: int | None = None
     self.best_value: float | None = None

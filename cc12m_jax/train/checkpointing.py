@@ -12,6 +12,7 @@ onto a different mesh shape only needs the target shardings.
 from __future__ import annotations
 
 import logging
+import os
 from typing import Any, Mapping
 
 import jax
@@ -26,12 +27,22 @@ def _abstract(tree: Any, shardings: Any) -> Any:
       lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), tree, shardings)
 
 
+def resolve_path(path: str) -> epath.Path:
+  """`path` as orbax needs it: local paths made absolute, URLs (gs://...) as given.
+
+  orbax's tensorstore writer rejects relative directories ("Checkpoint path
+  should be absolute"), and a relative --workdir is the natural thing to type.
+  """
+  path = str(path)
+  return epath.Path(path if "://" in path else os.path.abspath(path))
+
+
 class Checkpointer:
   """Keeps the last `keep` steps of `checkpoints/` and `input_state/` in `workdir`."""
 
   def __init__(self, workdir: str, *, keep: int, use_async: bool = True):
-    self.directory = epath.Path(workdir) / "checkpoints"
-    self.input_directory = epath.Path(workdir) / "input_state"
+    self.directory = resolve_path(workdir) / "checkpoints"
+    self.input_directory = resolve_path(workdir) / "input_state"
     self.manager = ocp.CheckpointManager(
         self.directory,
         item_names=(STATE_ITEM,),
@@ -90,7 +101,7 @@ class InitFromError(ValueError):
 
 def checkpoint_directory(path: str, key: str = "config.train.init_from") -> epath.Path:
   """`<path>/checkpoints` for a workdir, else `path` itself; errors name the config `key`."""
-  directory = epath.Path(path)
+  directory = resolve_path(path)
   if (directory / "checkpoints").exists():
     directory = directory / "checkpoints"
   if not directory.exists():

@@ -5,6 +5,7 @@ import jax
 import numpy as np
 import pytest
 
+from cc12m_jax.data import pipeline
 from cc12m_jax.train import checkpointing, trainer, validation
 from tests.train.conftest import trainer_config
 
@@ -84,3 +85,26 @@ def test_nan_loss_stops_and_keeps_last_good_checkpoint(tiny_world, tmp_path):
   bad_step = int(str(err.value).split(" at step ")[1].split(":")[0])
   kept = sorted(int(s) for s in os.listdir(tmp_path / "checkpoints") if s.isdigit())
   assert kept and max(kept) == bad_step - 1
+
+
+def test_relative_workdir_checkpoints_save_and_restore(pretrained, tmp_path, monkeypatch):
+  """A relative --workdir (as the README's main job passes) works with orbax."""
+  config, workdir, saved = pretrained
+  config = config.copy_and_resolve_references()
+  config.mesh.data, config.mesh.fsdp, config.mesh.model = 1, 1, 1
+  setup = trainer.Setup(config, jax.devices()[:1])
+  ckpt = checkpointing.Checkpointer(workdir, keep=3)
+  state = ckpt.restore(STEPS, setup.abstract_state, setup.state_shardings, train_iter=None)
+  ckpt.close()
+  train_iter = pipeline.make_train_iterator(config.data, setup.batch_sharding)
+  monkeypatch.chdir(tmp_path)
+  relative = checkpointing.Checkpointer("relative_workdir", keep=1)
+  relative.save(STEPS, state, train_iter)
+  relative.close()
+  assert (tmp_path / "relative_workdir" / "checkpoints" / str(STEPS)).is_dir()
+  again = checkpointing.Checkpointer("relative_workdir", keep=1)
+  assert again.latest_step() == STEPS
+  restored = again.restore(STEPS, setup.abstract_state, setup.state_shardings, train_iter=None)
+  again.close()
+  for a, b in zip(jax.tree_util.tree_leaves(restored), jax.tree_util.tree_leaves(saved)):
+    np.testing.assert_array_equal(np.asarray(a), b)

@@ -67,7 +67,7 @@ class Dropout(nn.Module):
   deterministic: bool | None = None
 
   @nn.compact
-  def __call__(self, x, deterministic: bool | None = None):
+  def __call__(self, x: jax.Array, deterministic: bool | None = None) -> jax.Array:
     deterministic = nn.merge_param("deterministic", self.deterministic, deterministic)
     if deterministic or self.rate == 0.0:
       return x
@@ -80,7 +80,7 @@ class Dropout(nn.Module):
                    else lax.RandomAlgorithm.RNG_DEFAULT)
       _, bits = lax.rng_bit_generator(jax.random.key_data(key), x.shape, dtype=jnp.uint32,
                                       algorithm=algorithm)  # [*x.shape]
-      keep = bits >= jnp.uint32(round(self.rate * 2.0**32))
+      keep = bits >= jnp.uint32(min(round(self.rate * 2.0**32), 2**32 - 1))
     else:
       keep = jax.random.bernoulli(key, keep_prob, x.shape)
     return lax.select(keep, x / jnp.asarray(keep_prob, x.dtype), jnp.zeros_like(x))

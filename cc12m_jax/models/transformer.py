@@ -344,8 +344,9 @@ def cross_attention_cache(decoder_params: Any, encoded: jax.Array, encoder_mask:
   out = {}
   for i in range(config.num_decoder_layers):
     p = params[f"layer_{i}"]["cross_attention"]
-    key = project(encoded, p["key_kernel"], p["key_bias"], dtype)  # [B, S, H, Dh]
-    value = project(encoded, p["value_kernel"], p["value_bias"], dtype)
+    # The same stacked product as the full-length cross-attention pass.
+    key, value = project_stacked(encoded, (p["key_kernel"], p["value_kernel"]),
+                                 (p["key_bias"], p["value_bias"]), dtype)  # each [B, S, H, Dh]
     out[f"layer_{i}"] = {"cross_attention": {
         "cross_key": key.transpose(0, 2, 1, 3),      # [B, H, S, Dh]
         "cross_value": value.transpose(0, 2, 1, 3),

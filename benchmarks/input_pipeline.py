@@ -1,9 +1,12 @@
 """Train input-pipeline throughput (examples/sec), device arrays included.
 
     python benchmarks/input_pipeline.py [--num_records=4096 --batch_size=256]
+        [--feature_dtype=float16|float32]
 
 Writes records shaped like real CC12M features (D=512, 16 regions, 16 tags,
-~36-token alt-text captions) to a temporary directory, builds a vocabulary,
+~36-token alt-text captions; features stored as the library's default for
+new datasets, float16, unless --feature_dtype says otherwise) to a
+temporary directory, builds a vocabulary,
 then measures
   1. a bare reference: TFRecord read -> batch -> parse_example + decode_raw
      + whitespace split (no shuffle, no validation, no sub-words, no device);
@@ -37,11 +40,16 @@ _NUM_RECORDS = flags.DEFINE_integer("num_records", 4096, "Records written.")
 _BATCH = flags.DEFINE_integer("batch_size", 256, "Global batch size.")
 _SECONDS = flags.DEFINE_float("seconds", 5.0, "Measuring time per round.")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Alternating measuring rounds.")
+_FEATURE_DTYPE = flags.DEFINE_enum(
+    "feature_dtype", base.synthetic_config().feature_dtype,
+    sorted(records_lib.FEATURE_DTYPES),
+    "Storage dtype of the global / region features (default: the library's "
+    "default for new datasets, config.synthetic.feature_dtype).")
 _DIM = 512
 _SOURCE = "bench"
 
 
-def _write_data(data_dir: str, num_records: int) -> None:
+def _write_data(data_dir: str, num_records: int, feature_dtype: str) -> None:
   world = world_lib.World(600, _DIM, seed=0)
   rng = np.random.default_rng(0)
 
@@ -63,14 +71,15 @@ def _write_data(data_dir: str, num_records: int) -> None:
 
   num_shards = 8
   records_lib.write_records(metadata_lib.shard_prefix(data_dir, _SOURCE),
-                            records(), num_shards)
+                            records(), num_shards, feature_dtype)
   metadata_lib.write_metadata(data_dir, metadata_lib.DatasetMetadata(
       source=_SOURCE, feature_dim=_DIM, num_records=num_records,
-      num_captions=num_records, num_shards=num_shards))
+      num_captions=num_records, num_shards=num_shards,
+      feature_dtype=feature_dtype))
   build_vocab_lib.build_vocab(data_dir, [_SOURCE], 4000)
 
 
-def _bare_reference(data_dir: str, batch: int):
+def _bare_reference(data_dir: str, batch: int, feature_dtype: str):
   """Iterator of the bare read: batch -> parse -> decode_raw -> split."""
   spec = {"global_feature": tf.io.FixedLenFeature([], tf.string),
           "region_features": tf.io.FixedLenFeature([], tf.string),
@@ -82,8 +91,11 @@ def _bare_reference(data_dir: str, batch: int):
   def parse(serialized):
     ex = tf.io.parse_example(serialized, spec)
     out = {k: tf.io.decode_raw(ex[k], tf.float32)
-           for k in ("global_feature", "region_features", "region_boxes",
-                     "tag_scores")}
+           for k in ("region_boxes", "tag_scores")}
+    out["global_feature"] = records_lib.decode_features(
+        ex["global_feature"], _DIM, feature_dtype)
+    out["region_features"] = records_lib.decode_features(
+        ex["region_features"], 16 * _DIM, feature_dtype)
     out["words"] = tf.strings.split(ex["captions"].flat_values).to_tensor()
     out["tags"] = ex["tags"].to_tensor()
     return out
@@ -113,11 +125,12 @@ def main(argv):
   batch = _BATCH.value
   with tempfile.TemporaryDirectory() as data_dir:
     t = time.perf_counter()
-    _write_data(data_dir, _NUM_RECORDS.value)
+    _write_data(data_dir, _NUM_RECORDS.value, _FEATURE_DTYPE.value)
     print(f"wrote {_NUM_RECORDS.value} records (D={_DIM}, 16 regions, "
-          f"16 tags) in {time.perf_counter() - t:.1f}s")
+          f"16 tags, {_FEATURE_DTYPE.value} features) in "
+          f"{time.perf_counter() - t:.1f}s")
 
-    bare_it = _bare_reference(data_dir, batch)
+    bare_it = _bare_reference(data_dir, batch, _FEATURE_DTYPE.value)
 
     cfg = base.get_config().data
     cfg.data_dir = data_dir

@@ -1,13 +1,18 @@
 """Per-source metadata: `<data_dir>/<source>/metadata.json` beside the shards.
 
 The feature dimension D is a property of the data (the detector that made
-it), so models read it from here rather than from a config.
+it), so models read it from here rather than from a config; so is the
+storage dtype of the features (`feature_dtype`: float32 or float16; files
+written before the field existed are float32).
 """
 import dataclasses
 import json
 import os
+from typing import Iterator
 
 import tensorflow as tf
+
+from cc12m_jax.data import records as records_lib
 
 METADATA_FILE = "metadata.json"
 SHARD_PREFIX = "records.tfrecord"
@@ -24,6 +29,7 @@ class DatasetMetadata:
   max_tags: int = 16
   format_version: int = 1
   description: str = ""
+  feature_dtype: str = "float32"
 
 
 def source_dir(data_dir: str, source: str) -> str:
@@ -55,7 +61,10 @@ def load_metadata(data_dir: str, source: str) -> DatasetMetadata:
   unknown = sorted(set(raw) - names)
   if unknown:
     raise ValueError(f"{path}: unknown metadata keys {unknown}")
-  return DatasetMetadata(**raw)
+  metadata = DatasetMetadata(**raw)
+  records_lib.check_feature_dtype(metadata.feature_dtype,
+                                  f"{path}: feature_dtype")
+  return metadata
 
 
 def shard_files(data_dir: str, source: str) -> list[str]:
@@ -65,3 +74,13 @@ def shard_files(data_dir: str, source: str) -> list[str]:
   if not files:
     raise FileNotFoundError(f"source {source!r}: no shards match {pattern}")
   return files
+
+
+def read_source_records(data_dir: str, source: str
+                        ) -> Iterator[records_lib.FeatureRecord]:
+  """A source's records as FeatureRecords, decoded with the feature
+  dimension and dtype of its metadata.json (tests, tools; not the pipeline)."""
+  metadata = load_metadata(data_dir, source)
+  return records_lib.read_records(
+      shard_files(data_dir, source), metadata.feature_dim,
+      feature_dtype=metadata.feature_dtype)

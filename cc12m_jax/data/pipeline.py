@@ -100,6 +100,12 @@ def feature_dim(data_cfg: ml_collections.ConfigDict,
   return next(iter(dims.values()))
 
 
+def feature_dtype(data_cfg: ml_collections.ConfigDict, source: str) -> str:
+  """Storage dtype of a source's features (its metadata.json). Sources of a
+  mixture may differ: each is parsed by its own map."""
+  return metadata_lib.load_metadata(data_cfg.data_dir, source).feature_dtype
+
+
 def _hosts(process_index, process_count) -> tuple[int, int]:
   pi = jax.process_index() if process_index is None else process_index
   pc = jax.process_count() if process_count is None else process_count
@@ -253,8 +259,10 @@ class _SourceParser:
   def __init__(self, d: int, validator: records_lib.RecordValidator,
                filter_counts: tf.Variable, fraction: float,
                exclude: Optional[tf.lookup.StaticHashTable], seed: int,
-               tokenize, source_index: int = 0):
+               tokenize, source_index: int = 0,
+               feature_dtype: str = "float32"):
     self.d = d
+    self.feature_dtype = feature_dtype
     self.validator = validator
     self.filter_counts = filter_counts
     self.fraction = fraction
@@ -265,7 +273,8 @@ class _SourceParser:
 
   @tf.autograph.experimental.do_not_convert  # plain TF ops: fast tracing
   def __call__(self, serialized: tf.Tensor) -> dict:
-    parsed = records_lib.parse_batch(serialized, self.d)
+    parsed = records_lib.parse_batch(serialized, self.d,
+                                     feature_dtype=self.feature_dtype)
     good = self.validator.keep_mask(parsed)                           # [B]
     ids = parsed["image_id"]
     excluded = tf.zeros_like(good)
@@ -321,7 +330,8 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
     seed = data_cfg.seed * 1009 + i
     ids = [x for s, v in exclude_ids.items() if s != src.name for x in v]
     parser = _SourceParser(d, validator, filter_counts, src.fraction,
-                           _id_table(ids), seed, tokenize, i)
+                           _id_table(ids), seed, tokenize, i,
+                           feature_dtype(data_cfg, src.name))
     ds = _host_records(metadata_lib.shard_files(data_cfg.data_dir, src.name),
                        process_index, process_count, shuffle=True, seed=seed,
                        num_parallel_reads=data_cfg.num_parallel_reads,
@@ -457,11 +467,11 @@ class EvalExample:
 
 def _eval_records(files: Sequence[str], d: int,
                   validator: records_lib.RecordValidator,
-                  chunk: int) -> tf.data.Dataset:
+                  chunk: int, dtype: str) -> tf.data.Dataset:
   """Good records of an eval source, in file order, one element each."""
   @tf.autograph.experimental.do_not_convert
   def parse(serialized):
-    parsed = records_lib.parse_batch(serialized, d)
+    parsed = records_lib.parse_batch(serialized, d, feature_dtype=dtype)
     keep = validator.keep_mask(parsed)
     captions = parsed.pop("captions")
     del parsed["reason"]
@@ -497,6 +507,7 @@ class EvalIterator:
     self._validator = records_lib.RecordValidator(strict=data_cfg.strict)
     self._data_cfg = data_cfg
     self._d = feature_dim(data_cfg, [source])
+    self._dtype = feature_dtype(data_cfg, source)
     self._files = metadata_lib.shard_files(data_cfg.data_dir, source)
     self.batch_size = per_host_batch(data_cfg.eval_global_batch_size,
                                      self.process_count,
@@ -509,7 +520,7 @@ class EvalIterator:
   def _read_examples(self) -> list[EvalExample]:
     validator = records_lib.RecordValidator(strict=self._data_cfg.strict)
     spec = _eval_records(self._files, self._d, validator,
-                         self._data_cfg.parse_batch_size)
+                         self._data_cfg.parse_batch_size, self._dtype)
     ds = spec.map(lambda e: (e["image_id"], e["domain"], e["all_captions"]))
     examples = []
     try:
@@ -529,7 +540,7 @@ class EvalIterator:
     pi, pc = self.process_index, self.process_count
     ds = _eval_records(self._files, self._d,
                        records_lib.RecordValidator(strict=False),
-                       self._data_cfg.parse_batch_size)
+                       self._data_cfg.parse_batch_size, self._dtype)
     ds = ds.enumerate().filter(lambda i, e: i % pc == pi)
 
     @tf.autograph.experimental.do_not_convert

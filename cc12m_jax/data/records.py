@@ -1,8 +1,11 @@
 """Feature records: the tf.train.Example schema, its writer and batch parser.
 
 The schema is documented in docs/record_format.md. Float arrays are stored as
-raw little-endian float32 bytes (one bytes feature per array), because
+raw little-endian bytes (one bytes feature per array), because
 `tf.io.decode_raw` on a batch is many times faster than parsing FloatLists.
+The global and region features are float32 or float16, a property of the
+dataset (`feature_dtype` in its metadata.json); boxes and tag scores are
+always float32. The parser yields float32 either way.
 
 Parsing is done on *batches* of serialized records (`parse_batch`), and every
 record gets a reason code (0 = good) computed in-graph. `RecordValidator`
@@ -20,6 +23,12 @@ import tensorflow as tf
 MAX_REGIONS = 16
 MAX_TAGS = 16
 FORMAT_VERSION = 1
+
+# Storage dtypes of global / region features: numpy little-endian dtype.
+# float16 halves the bytes every stage of the input pipeline reads, checks
+# (TFRecord CRC), copies and parses (docs/record_format.md).
+FEATURE_DTYPES = {"float32": np.dtype("<f4"), "float16": np.dtype("<f2")}
+_FLOAT16_MAX = float(np.finfo(np.float16).max)   # 65504
 
 # nocaps domain label <-> the `domain` int of the batch contract.
 DOMAIN_IDS = {"": 0, "in-domain": 1, "near-domain": 2, "out-domain": 3}
@@ -64,16 +73,49 @@ def _raw_f32(array: np.ndarray) -> tf.train.Feature:
   return _bytes([np.asarray(array, dtype="<f4").tobytes()])
 
 
-def record_to_example(record: FeatureRecord) -> tf.train.Example:
-  """Serializes as given: shapes are not checked here (the parser checks)."""
+def check_feature_dtype(feature_dtype: str, where: str = "feature_dtype"
+                        ) -> np.dtype:
+  """The numpy dtype of a storage dtype name; an error naming `where`."""
+  if feature_dtype not in FEATURE_DTYPES:
+    raise ValueError(f"{where}={feature_dtype!r}: choose one of "
+                     f"{sorted(FEATURE_DTYPES)}")
+  return FEATURE_DTYPES[feature_dtype]
+
+
+def _raw_features(array: np.ndarray, dtype: np.dtype, image_id: str,
+                  key: str) -> tf.train.Feature:
+  values = np.asarray(array, dtype=np.float32)
+  if dtype == np.float16:
+    # A finite value beyond float16's range would be stored as Inf and the
+    # record later dropped as non_finite: refuse it here, by name. (NaN and
+    # Inf are stored as given; the parser reports them.)
+    finite = values[np.isfinite(values)]
+    if finite.size and np.abs(finite).max() > _FLOAT16_MAX:
+      raise ValueError(
+          f"record {image_id!r}: {key} has a value of magnitude "
+          f"{np.abs(finite).max():.6g}, beyond float16's {_FLOAT16_MAX:g}; "
+          f"write this dataset with feature_dtype='float32'")
+  return _bytes([values.astype(dtype).tobytes()])
+
+
+def record_to_example(record: FeatureRecord,
+                      feature_dtype: str = "float32") -> tf.train.Example:
+  """Serializes as given: shapes are not checked here (the parser checks).
+
+  Global and region features are stored as `feature_dtype` (float32 or
+  float16); a finite feature value outside float16's range is an error.
+  """
+  dtype = check_feature_dtype(feature_dtype)
   region_features = np.asarray(record.region_features, dtype="<f4")
   num_regions = region_features.shape[0] if region_features.ndim else 0
   feature = {
       "image_id": _bytes([record.image_id.encode()]),
       "source": _bytes([record.source.encode()]),
-      "global_feature": _raw_f32(record.global_feature),
+      "global_feature": _raw_features(record.global_feature, dtype,
+                                      record.image_id, "global_feature"),
       "num_regions": _int(num_regions),
-      "region_features": _raw_f32(region_features),
+      "region_features": _raw_features(region_features, dtype,
+                                       record.image_id, "region_features"),
       "region_boxes": _raw_f32(record.region_boxes),
       "tags": _bytes([t.encode() for t in record.tags]),
       "tag_scores": _raw_f32(record.tag_scores),
@@ -91,12 +133,15 @@ def shard_paths(path_prefix: str, num_shards: int) -> list[str]:
 
 
 def write_records(path_prefix: str, records: Iterable[FeatureRecord],
-                  num_shards: int) -> list[str]:
+                  num_shards: int, feature_dtype: str = "float32"
+                  ) -> list[str]:
   """Writes records round-robin into `num_shards` TFRecord files.
 
   Files are `<path_prefix>-00000-of-0000N`; record i goes to shard i % N, so
-  the output is a pure function of the input order. Returns the paths.
+  the output is a pure function of the input order. Features are stored as
+  `feature_dtype`; record it in the source's metadata.json. Returns the paths.
   """
+  check_feature_dtype(feature_dtype)
   if num_shards < 1:
     raise ValueError(f"num_shards must be >= 1, got {num_shards}")
   os.makedirs(os.path.dirname(path_prefix) or ".", exist_ok=True)
@@ -105,7 +150,8 @@ def write_records(path_prefix: str, records: Iterable[FeatureRecord],
   try:
     for i, record in enumerate(records):
       writers[i % num_shards].write(
-          record_to_example(record).SerializeToString(deterministic=True))
+          record_to_example(record, feature_dtype).SerializeToString(
+              deterministic=True))
   finally:
     for w in writers:
       w.close()
@@ -132,12 +178,25 @@ def _features_spec() -> dict:
 
 
 def _decode_f32(raw: tf.Tensor, num_values: int) -> tf.Tensor:
-  """raw bytes [B] -> f32 [B, num_values]; zero-padded / truncated."""
+  """raw float32 bytes [B] -> f32 [B, num_values]; zero-padded / truncated."""
   return tf.io.decode_raw(raw, tf.float32, little_endian=True,
                           fixed_length=4 * num_values)
 
 
+def decode_features(raw: tf.Tensor, num_values: int,
+                     feature_dtype: str) -> tf.Tensor:
+  """raw feature bytes [B] -> f32 [B, num_values]; zero-padded / truncated."""
+  if feature_dtype == "float32":
+    return _decode_f32(raw, num_values)
+  # decode_raw pads only integer and float32/64 outputs: read the float16
+  # bits as uint16, reinterpret, widen.
+  bits = tf.io.decode_raw(raw, tf.uint16, little_endian=True,
+                          fixed_length=2 * num_values)             # [B, V]
+  return tf.cast(tf.bitcast(bits, tf.float16), tf.float32)        # [B, V]
+
+
 def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
+                feature_dtype: str = "float32",
                 max_regions: int = MAX_REGIONS,
                 max_tags: int = MAX_TAGS) -> dict:
   """Parses a batch of serialized records into fixed shapes.
@@ -145,6 +204,8 @@ def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
   Args:
     serialized: tf.string [B].
     feature_dim: D, from the source's metadata.json.
+    feature_dtype: storage dtype of the global / region features, from the
+      same file ('float32' or 'float16'); the outputs are float32 either way.
 
   Returns a dict of tensors (B = batch, R = max_regions, T = max_tags):
     image_id str [B], source str [B], global_feature f32 [B, D],
@@ -156,14 +217,17 @@ def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
   values; use `reason` (see RecordValidator) to drop them.
   """
   d, r, t = feature_dim, max_regions, max_tags
+  width = check_feature_dtype(feature_dtype).itemsize    # bytes per value
   ex = tf.io.parse_example(serialized, _features_spec())
   batch = tf.shape(serialized)[0]
 
   num_regions = tf.cast(ex["num_regions"], tf.int32)                  # [B]
   n = tf.clip_by_value(num_regions, 0, r)                             # [B]
-  global_feature = tf.reshape(_decode_f32(ex["global_feature"], d), [-1, d])
-  region_features = tf.reshape(_decode_f32(ex["region_features"], r * d),
-                               [-1, r, d])                            # [B,R,D]
+  global_feature = tf.reshape(
+      decode_features(ex["global_feature"], d, feature_dtype), [-1, d])
+  region_features = tf.reshape(
+      decode_features(ex["region_features"], r * d, feature_dtype),
+      [-1, r, d])                                                     # [B,R,D]
   boxes = tf.reshape(_decode_f32(ex["region_boxes"], r * 4), [-1, r, 4])
   region_mask = tf.sequence_mask(n, r)                                # [B,R]
   # decode_raw zero-pads, so padded regions are already zero; records whose
@@ -193,9 +257,9 @@ def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
              | (ex["num_regions"] == _MISSING_INT)
              | (ex["width"] == _MISSING_INT) | (ex["height"] == _MISSING_INT)
              | (num_captions == 0))
-  wrong_shape = ((length(ex["global_feature"]) != 4 * d)
+  wrong_shape = ((length(ex["global_feature"]) != width * d)
                  | (num_regions < 0) | (num_regions > r)
-                 | (length(ex["region_features"]) != 4 * d * num_regions)
+                 | (length(ex["region_features"]) != width * d * num_regions)
                  | (length(ex["region_boxes"]) != 16 * num_regions)
                  | (num_tags > t)
                  | (length(ex["tag_scores"]) != 4 * tf.cast(num_tags, tf.int32))
@@ -296,6 +360,7 @@ def bad_record_error(error: tf.errors.OpError) -> Optional[BadRecordError]:
 
 
 def read_records(paths: Sequence[str], feature_dim: int, *,
+                 feature_dtype: str = "float32",
                  batch_size: int = 256) -> Iterator[FeatureRecord]:
   """Reads records back as FeatureRecords (tests, tools; not the pipeline).
 
@@ -303,7 +368,7 @@ def read_records(paths: Sequence[str], feature_dim: int, *,
   """
   ds = tf.data.TFRecordDataset(list(paths)).batch(batch_size)
   for serialized in ds:
-    p = parse_batch(serialized, feature_dim)
+    p = parse_batch(serialized, feature_dim, feature_dtype=feature_dtype)
     p = {k: (v.to_list() if isinstance(v, tf.RaggedTensor) else v.numpy())
          for k, v in p.items()}
     for i in range(len(p["image_id"])):

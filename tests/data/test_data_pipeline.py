@@ -297,3 +297,37 @@ def test_parallel_and_sequential_reads_give_the_same_record_order(tmp_path):
     orders[mode] = [r.decode() for r in ds.as_numpy_iterator()]
   assert orders["parallel"] == orders["sequential"]
   assert sorted(orders["parallel"]) == sorted(f"{f}/{i}" for f in range(3) for i in range(5 + f))
+
+
+def test_sources_of_a_mixture_keep_their_own_feature_dtype(tiny_world,
+                                                           tmp_path):
+  rng = np.random.default_rng(7)
+  recs = [make_record(i, rng, captions=[f"a dog number {i} ."])
+          for i in range(16)]
+  data_dir = str(tmp_path)
+  for source, dtype in (("exact", "float32"), ("half", "float16")):
+    records_lib.write_records(metadata_lib.shard_prefix(data_dir, source),
+                              recs, 2, feature_dtype=dtype)
+    metadata_lib.write_metadata(data_dir, metadata_lib.DatasetMetadata(
+        source=source, feature_dim=FEATURE_DIM, num_records=16,
+        num_captions=16, num_shards=2, feature_dtype=dtype))
+  _, world_dir, _ = tiny_world
+  cfg = data_config(tiny_world, data_dir=data_dir,
+                    train_sources="exact,half", train_weights="1,1",
+                    train_fractions="1", global_batch_size=8,
+                    vocab_path=f"{world_dir}/vocab.txt")
+  it = pipeline_lib.make_train_iterator(cfg, None)
+  by_id = {r.image_id: r for r in recs}
+  seen = set()
+  for _ in range(8):
+    b = it.next_host_batch()
+    for row, image_id in enumerate(b["image_id"].tolist()):
+      r = by_id[image_id.decode()]
+      n = len(r.region_features)
+      want = r.region_features
+      if b["source_index"][row] == 1:   # 'half': float16 storage
+        want = want.astype(np.float16).astype(np.float32)
+      np.testing.assert_array_equal(b["region_features"][row, :n], want)
+      seen.add(int(b["source_index"][row]))
+  assert seen == {0, 1}
+  assert it.skip_counts() == {r: 0 for r in records_lib.BAD_REASONS}

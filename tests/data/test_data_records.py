@@ -131,3 +131,85 @@ def test_read_records_raises_on_bad_record(tmp_path):
   _write_mixed(path, _bad_examples(rng)["non_finite"], rng)
   with pytest.raises(records_lib.BadRecordError, match="img_0102.*non_finite"):
     list(records_lib.read_records([path], D))
+
+
+def test_float16_features_round_trip(tmp_path):
+  rng = np.random.default_rng(4)
+  recs = [make_record(i, rng) for i in range(6)]
+  paths = records_lib.write_records(str(tmp_path / "r"), recs, num_shards=2,
+                                    feature_dtype="float16")
+  back = {r.image_id: r for r in records_lib.read_records(
+      paths, D, feature_dtype="float16")}
+  for r in recs:
+    b = back[r.image_id]
+    assert b.region_features.dtype == np.float32
+    # Features are the float16 roundings of the written values, exactly.
+    np.testing.assert_array_equal(
+        b.global_feature, r.global_feature.astype(np.float16).astype(np.float32))
+    np.testing.assert_array_equal(
+        b.region_features,
+        r.region_features.astype(np.float16).astype(np.float32))
+    # Boxes and tag scores stay float32.
+    np.testing.assert_array_equal(b.region_boxes, r.region_boxes)
+    np.testing.assert_array_equal(b.tag_scores, r.tag_scores)
+  # Half the feature bytes of the float32 encoding.
+  f32 = records_lib.record_to_example(recs[0], "float32")
+  f16 = records_lib.record_to_example(recs[0], "float16")
+  raw = lambda ex: len(ex.features.feature["region_features"].bytes_list.value[0])
+  assert raw(f16) * 2 == raw(f32) == 4 * D * len(recs[0].region_features)
+
+
+def test_float16_records_read_as_float32_are_wrong_shape(tmp_path):
+  # A dtype that disagrees with the bytes is reported, never decoded silently.
+  rng = np.random.default_rng(5)
+  paths = records_lib.write_records(
+      str(tmp_path / "r"), [make_record(i, rng) for i in range(3)],
+      num_shards=1, feature_dtype="float16")
+  reason = _parse(paths)["reason"].numpy()
+  assert (reason == records_lib.REASON_IDS["wrong_shape"]).all()
+
+
+def test_float16_non_finite_is_flagged_and_overflow_refused():
+  rng = np.random.default_rng(6)
+  g = rng.normal(size=D).astype(np.float32)
+  g[2] = np.nan
+  r = rng.normal(size=(2, D)).astype(np.float32)
+  r[1, 5] = -np.inf
+  boxes = np.array([[0.1, 0.1, 0.5, 0.5]] * 2, np.float32)
+  serialized = tf.constant([
+      records_lib.record_to_example(make_record(
+          0, rng, global_feature=g), "float16").SerializeToString(),
+      records_lib.record_to_example(make_record(
+          1, rng, region_features=r, region_boxes=boxes),
+          "float16").SerializeToString(),
+      records_lib.record_to_example(make_record(2, rng),
+                                    "float16").SerializeToString()])
+  reason = records_lib.parse_batch(serialized, D,
+                                   feature_dtype="float16")["reason"].numpy()
+  assert [records_lib.REASONS[i] for i in reason] == [
+      "non_finite", "non_finite", "ok"]
+  big = rng.normal(size=(1, D)).astype(np.float32)
+  big[0, 7] = 70000.0   # finite, beyond float16's 65504
+  with pytest.raises(ValueError, match="'img_0003'.*region_features.*70000"):
+    records_lib.record_to_example(make_record(
+        3, rng, region_features=big, region_boxes=boxes[:1]), "float16")
+  with pytest.raises(ValueError, match="feature_dtype='bfloat16'"):
+    records_lib.record_to_example(make_record(4, rng), "bfloat16")
+
+
+def test_metadata_feature_dtype(tmp_path):
+  from cc12m_jax.data import metadata as metadata_lib
+  data_dir = str(tmp_path)
+  path = metadata_lib.write_metadata(data_dir, metadata_lib.DatasetMetadata(
+      source="s", feature_dim=D, num_records=1, num_captions=1,
+      num_shards=1, feature_dtype="float16"))
+  assert metadata_lib.load_metadata(data_dir, "s").feature_dtype == "float16"
+  text = open(path).read()
+  # Metadata written before the field existed describes float32 features.
+  with open(path, "w") as f:
+    f.write(text.replace('  "feature_dtype": "float16",\n', ""))
+  assert metadata_lib.load_metadata(data_dir, "s").feature_dtype == "float32"
+  with open(path, "w") as f:
+    f.write(text.replace('"float16"', '"int8"'))
+  with pytest.raises(ValueError, match=r"metadata.json: feature_dtype='int8'"):
+    metadata_lib.load_metadata(data_dir, "s")

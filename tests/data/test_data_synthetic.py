@@ -76,8 +76,8 @@ def test_sources_and_summary(tiny_world):
     assert (meta.num_records, meta.num_captions, meta.feature_dim) == (
         n, n * caps, FEATURE_DIM), source
     assert summary["sources"][source] == {"records": n, "captions": n * caps}
-    recs = list(records_lib.read_records(
-        metadata_lib.shard_files(data_dir, source), FEATURE_DIM))
+    assert meta.feature_dtype == cfg.synthetic.feature_dtype == "float16"
+    recs = list(metadata_lib.read_source_records(data_dir, source))
     assert len(recs) == n and all(len(r.captions) == caps for r in recs)
     assert all(1 <= len(r.region_features) <= 16 and len(r.tags) <= 16
                for r in recs)
@@ -94,8 +94,7 @@ def test_caption_styles(tiny_world):
       cfg.synthetic.num_concepts, cfg.synthetic.seed)}
 
   def read(source):
-    return list(records_lib.read_records(
-        metadata_lib.shard_files(data_dir, source), FEATURE_DIM))
+    return list(metadata_lib.read_source_records(data_dir, source))
 
   coco_words = " ".join(c for r in read("coco_train") for c in r.captions)
   named = {n for n in inventory if f" {n} " in f" {coco_words} "}

@@ -198,13 +198,16 @@ def validate_sources(data_dir: str, sources: Sequence[str],
                      feature_dim: int) -> dict[str, int]:
   """Reads sources back through the real parser; skip counts by reason."""
   validator = records_lib.RecordValidator(strict=False)
-  files = [f for s in sources for f in metadata_lib.shard_files(data_dir, s)]
-  ds = tf.data.TFRecordDataset(files).batch(512).map(
-      tf.autograph.experimental.do_not_convert(
-          lambda s: validator.keep_mask(records_lib.parse_batch(
-              s, feature_dim))))
-  for _ in ds:
-    pass
+  for source in sources:
+    dtype = metadata_lib.load_metadata(data_dir, source).feature_dtype
+    files = metadata_lib.shard_files(data_dir, source)
+    ds = tf.data.TFRecordDataset(files).batch(512).map(
+        tf.autograph.experimental.do_not_convert(
+            lambda s, dtype=dtype: validator.keep_mask(
+                records_lib.parse_batch(s, feature_dim,
+                                        feature_dtype=dtype))))
+    for _ in ds:
+      pass
   return validator.counts()
 
 
@@ -212,6 +215,8 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
              log: Callable[[str], None] = print) -> dict:
   """Writes the world under output_dir; returns the summary dict."""
   syn = cfg.synthetic
+  records_lib.check_feature_dtype(syn.feature_dtype,
+                                  "config.synthetic.feature_dtype")
   world = world_lib.World(syn.num_concepts, syn.feature_dim, syn.seed,
                           region_noise=syn.region_noise)
   summary = {"sources": {}, "concepts": len(world.concepts)}
@@ -234,12 +239,13 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
     num_shards = max(2, math.ceil(spec.num_records / syn.records_per_shard))
     records_lib.write_records(
         metadata_lib.shard_prefix(output_dir, spec.name),
-        tracked(_records(spec, world, syn.seed, log)), num_shards)
+        tracked(_records(spec, world, syn.seed, log)), num_shards,
+        feature_dtype=syn.feature_dtype)
     num_captions = sum(len(r[1]) for r in rows)
     metadata_lib.write_metadata(output_dir, metadata_lib.DatasetMetadata(
         source=spec.name, feature_dim=syn.feature_dim,
         num_records=len(rows), num_captions=num_captions,
-        num_shards=num_shards,
+        num_shards=num_shards, feature_dtype=syn.feature_dtype,
         description=f"synthetic world, seed {syn.seed}"))
     refs[spec.name] = rows
     summary["sources"][spec.name] = {"records": len(rows),

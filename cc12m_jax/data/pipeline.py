@@ -360,6 +360,17 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
   return ds.prefetch(AUTOTUNE).with_options(_options())
 
 
+def _host_setup(data_cfg: ml_collections.ConfigDict
+                ) -> tuple[tokenizer_lib.SubwordTokenizer,
+                           records_lib.RecordValidator]:
+  """What every iterator needs first: the host allocator policy
+  (config.data.retain_host_memory), the tokenizer and a record validator."""
+  if data_cfg.retain_host_memory:
+    host_memory.retain_freed_memory()
+  return (tokenizer_lib.SubwordTokenizer(vocab_path(data_cfg)),
+          records_lib.RecordValidator(strict=data_cfg.strict))
+
+
 def _to_numpy(batch: dict) -> dict:
   return {k: v._numpy() for k, v in batch.items()}  # pylint: disable=protected-access
 
@@ -385,10 +396,7 @@ class TrainIterator:
     self.process_index, self.process_count = _hosts(process_index,
                                                     process_count)
     self.batch_sharding = batch_sharding
-    if data_cfg.retain_host_memory:
-      host_memory.retain_freed_memory()
-    self.tokenizer = tokenizer_lib.SubwordTokenizer(vocab_path(data_cfg))
-    self._validator = records_lib.RecordValidator(strict=data_cfg.strict)
+    self.tokenizer, self._validator = _host_setup(data_cfg)
     self._filter_counts = tf.Variable(
         tf.zeros([len(FILTER_REASONS)], tf.int64), trainable=False)
     self.dataset = build_train_dataset(
@@ -501,10 +509,7 @@ class EvalIterator:
     self.process_index, self.process_count = _hosts(process_index,
                                                     process_count)
     self.batch_sharding = batch_sharding
-    if data_cfg.retain_host_memory:
-      host_memory.retain_freed_memory()
-    self.tokenizer = tokenizer_lib.SubwordTokenizer(vocab_path(data_cfg))
-    self._validator = records_lib.RecordValidator(strict=data_cfg.strict)
+    self.tokenizer, self._validator = _host_setup(data_cfg)
     self._data_cfg = data_cfg
     self._d = feature_dim(data_cfg, [source])
     self._dtype = feature_dtype(data_cfg, source)

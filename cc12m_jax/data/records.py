@@ -184,12 +184,12 @@ def _decode_f32(raw: tf.Tensor, num_values: int) -> tf.Tensor:
 
 
 def decode_features(raw: tf.Tensor, num_values: int,
-                     feature_dtype: str) -> tf.Tensor:
+                    feature_dtype: str) -> tf.Tensor:
   """raw feature bytes [B] -> f32 [B, num_values]; zero-padded / truncated."""
   if feature_dtype == "float32":
     return _decode_f32(raw, num_values)
-  # decode_raw pads only integer and float32/64 outputs: read the float16
-  # bits as uint16, reinterpret, widen.
+  # decode_raw's padded kernel (fixed_length) has no float16 output: read the
+  # float16 bits as uint16, reinterpret, widen.
   bits = tf.io.decode_raw(raw, tf.uint16, little_endian=True,
                           fixed_length=2 * num_values)             # [B, V]
   return tf.cast(tf.bitcast(bits, tf.float16), tf.float32)        # [B, V]

@@ -90,20 +90,25 @@ def vocab_path(data_cfg: ml_collections.ConfigDict) -> str:
   return data_cfg.vocab_path or os.path.join(data_cfg.data_dir, "vocab.txt")
 
 
-def feature_dim(data_cfg: ml_collections.ConfigDict,
-                sources: Sequence[str]) -> int:
-  """D shared by `sources` (from their metadata.json)."""
-  dims = {s: metadata_lib.load_metadata(data_cfg.data_dir, s).feature_dim
-          for s in sources}
+def source_metadata(data_cfg: ml_collections.ConfigDict, sources: Sequence[str]
+                    ) -> dict[str, metadata_lib.DatasetMetadata]:
+  """Each source's metadata.json (D, feature dtype, counts), read once."""
+  return {s: metadata_lib.load_metadata(data_cfg.data_dir, s) for s in sources}
+
+
+def shared_feature_dim(metadata: dict[str, metadata_lib.DatasetMetadata]) -> int:
+  """D of sources that must agree on it (they feed one model). Their feature
+  dtypes may differ: each source is parsed by its own map."""
+  dims = {s: m.feature_dim for s, m in metadata.items()}
   if len(set(dims.values())) != 1:
     raise ValueError(f"sources disagree on feature_dim: {dims}")
   return next(iter(dims.values()))
 
 
-def feature_dtype(data_cfg: ml_collections.ConfigDict, source: str) -> str:
-  """Storage dtype of a source's features (its metadata.json). Sources of a
-  mixture may differ: each is parsed by its own map."""
-  return metadata_lib.load_metadata(data_cfg.data_dir, source).feature_dtype
+def feature_dim(data_cfg: ml_collections.ConfigDict,
+                sources: Sequence[str]) -> int:
+  """D shared by `sources` (from their metadata.json)."""
+  return shared_feature_dim(source_metadata(data_cfg, sources))
 
 
 def _hosts(process_index, process_count) -> tuple[int, int]:
@@ -317,7 +322,8 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
                         ) -> tf.data.Dataset:
   """The infinite per-host batch stream (host tensors, strings included)."""
   sources = train_sources(data_cfg)
-  d = feature_dim(data_cfg, [s.name for s in sources])
+  metadata = source_metadata(data_cfg, [s.name for s in sources])
+  d = shared_feature_dim(metadata)
   batch = per_host_batch(data_cfg.global_batch_size, process_count,
                          "global_batch_size")
   exclude_sources = _csv(data_cfg.exclude_ids_of)
@@ -331,7 +337,7 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
     ids = [x for s, v in exclude_ids.items() if s != src.name for x in v]
     parser = _SourceParser(d, validator, filter_counts, src.fraction,
                            _id_table(ids), seed, tokenize, i,
-                           feature_dtype(data_cfg, src.name))
+                           metadata[src.name].feature_dtype)
     ds = _host_records(metadata_lib.shard_files(data_cfg.data_dir, src.name),
                        process_index, process_count, shuffle=True, seed=seed,
                        num_parallel_reads=data_cfg.num_parallel_reads,
@@ -513,8 +519,8 @@ class EvalIterator:
     self.batch_sharding = batch_sharding
     self.tokenizer, self._validator = _host_setup(data_cfg)
     self._data_cfg = data_cfg
-    self._d = feature_dim(data_cfg, [source])
-    self._dtype = feature_dtype(data_cfg, source)
+    metadata = metadata_lib.load_metadata(data_cfg.data_dir, source)
+    self._d, self._dtype = metadata.feature_dim, metadata.feature_dtype
     self._files = metadata_lib.shard_files(data_cfg.data_dir, source)
     self.batch_size = per_host_batch(data_cfg.eval_global_batch_size,
                                      self.process_count,

@@ -89,11 +89,11 @@ def _raw_features(array: np.ndarray, dtype: np.dtype, image_id: str,
     # A finite value beyond float16's range would be stored as Inf and the
     # record later dropped as non_finite: refuse it here, by name. (NaN and
     # Inf are stored as given; the parser reports them.)
-    finite = values[np.isfinite(values)]
-    if finite.size and np.abs(finite).max() > _FLOAT16_MAX:
+    magnitude = np.abs(values[np.isfinite(values)]).max(initial=0.0)
+    if magnitude > _FLOAT16_MAX:
       raise ValueError(
           f"record {image_id!r}: {key} has a value of magnitude "
-          f"{np.abs(finite).max():.6g}, beyond float16's {_FLOAT16_MAX:g}; "
+          f"{magnitude:.6g}, beyond float16's {_FLOAT16_MAX:g}; "
           f"write this dataset with feature_dtype='float32'")
   return _bytes([values.astype(dtype).tobytes()])
 

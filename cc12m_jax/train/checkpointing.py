@@ -41,8 +41,9 @@ class Checkpointer:
   """Keeps the last `keep` steps of `checkpoints/` and `input_state/` in `workdir`."""
 
   def __init__(self, workdir: str, *, keep: int, use_async: bool = True):
-    self.directory = resolve_path(workdir) / "checkpoints"
-    self.input_directory = resolve_path(workdir) / "input_state"
+    workdir = resolve_path(workdir)
+    self.directory = workdir / "checkpoints"
+    self.input_directory = workdir / "input_state"
     self.manager = ocp.CheckpointManager(
         self.directory,
         item_names=(STATE_ITEM,),

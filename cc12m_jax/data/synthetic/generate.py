@@ -194,18 +194,16 @@ def _write_json(path: str, obj: dict) -> None:
 
 # ------------------------------------------------------------------ main ---
 
-def validate_sources(data_dir: str, sources: Sequence[str],
-                     feature_dim: int) -> dict[str, int]:
-  """Reads sources back through the real parser; skip counts by reason."""
+def validate_sources(data_dir: str, sources: Sequence[str]) -> dict[str, int]:
+  """Reads sources back through the real parser (with the D and feature dtype
+  of each one's metadata.json); skip counts by reason."""
   validator = records_lib.RecordValidator(strict=False)
   for source in sources:
-    dtype = metadata_lib.load_metadata(data_dir, source).feature_dtype
-    files = metadata_lib.shard_files(data_dir, source)
-    ds = tf.data.TFRecordDataset(files).batch(512).map(
-        tf.autograph.experimental.do_not_convert(
-            lambda s, dtype=dtype: validator.keep_mask(
-                records_lib.parse_batch(s, feature_dim,
-                                        feature_dtype=dtype))))
+    meta = metadata_lib.load_metadata(data_dir, source)
+    ds = tf.data.TFRecordDataset(metadata_lib.shard_files(data_dir, source))
+    ds = ds.batch(512).map(tf.autograph.experimental.do_not_convert(
+        lambda s, meta=meta: validator.keep_mask(records_lib.parse_batch(
+            s, meta.feature_dim, feature_dtype=meta.feature_dtype))))
     for _ in ds:
       pass
   return validator.counts()
@@ -263,7 +261,7 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
   vocab_path = build_vocab_lib.build_vocab(output_dir, VOCAB_SOURCES,
                                            syn.vocab_size)
   summary["vocab_size"] = len(tokenizer_lib.load_vocab(vocab_path))
-  skipped = validate_sources(output_dir, ALL_SOURCES, syn.feature_dim)
+  skipped = validate_sources(output_dir, ALL_SOURCES)
   summary["skipped"] = skipped
   return summary
 

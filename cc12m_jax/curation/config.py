@@ -89,7 +89,8 @@ def _nlp() -> ml_collections.ConfigDict:
   return c
 
 
-def _beam() -> ml_collections.ConfigDict:
+def beam_defaults() -> ml_collections.ConfigDict:
+  """The `beam` section: local defaults, overridden by Beam flags on the command line."""
   c = ml_collections.ConfigDict()
   # FnApiRunner is the local engine the DirectRunner ends up using for batch
   # pipelines; naming it skips the DirectRunner's first attempt at Prism,
@@ -148,7 +149,7 @@ def preset_config(preset: str) -> ml_collections.ConfigDict:
   c.image_text = _image_text()
   c.transform = _transform()
   c.nlp = _nlp()
-  c.beam = _beam()
+  c.beam = beam_defaults()
   for dotted, value in _PRESET_DIFFERENCES[preset].items():
     section, key = dotted.split(".")
     if key not in c[section]:

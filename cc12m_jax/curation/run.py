@@ -12,46 +12,28 @@ the counts table is printed and written to <output_dir>/counts.md; a count gap
 (input != kept + rejections) is an error.
 """
 import logging
-import os
 from typing import Sequence
 
 from absl import app
 from absl import flags
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
-from apache_beam.options.pipeline_options import DirectOptions
-from apache_beam.options.pipeline_options import PipelineOptions
-from apache_beam.options.pipeline_options import StandardOptions
 import ml_collections
 from ml_collections import config_flags
 
 from cc12m_jax import config_check
+from cc12m_jax.curation import beam_options
 from cc12m_jax.curation import config as config_lib
 from cc12m_jax.curation import dofns
 from cc12m_jax.curation import pipeline
 from cc12m_jax.curation import report
 
 
-def pipeline_options(config: ml_collections.ConfigDict,
-                     beam_args: Sequence[str] = ()) -> PipelineOptions:
-  """Beam options: explicit beam_args win over the config's beam section."""
-  options = PipelineOptions(list(beam_args))
-  given = lambda name: any(a == f"--{name}" or a.startswith(f"--{name}=") for a in beam_args)
-  if not given("runner"):
-    options.view_as(StandardOptions).runner = config.beam.runner
-  direct = options.view_as(DirectOptions)
-  if not given("direct_running_mode"):
-    direct.direct_running_mode = config.beam.direct_running_mode
-  if not given("direct_num_workers"):
-    direct.direct_num_workers = config.beam.direct_num_workers or os.cpu_count() or 1
-  return options
-
-
 def run_curation(config: ml_collections.ConfigDict,
                  beam_args: Sequence[str] = ()) -> dict[str, int]:
   """Runs the pipeline to completion; returns the reconciled counts."""
   config_lib.validate(config)
-  p = beam.Pipeline(options=pipeline_options(config, beam_args))
+  p = beam.Pipeline(options=beam_options.pipeline_options(config.beam, beam_args))
   pipeline.build_and_write(p, config)
   result = p.run()
   result.wait_until_finish()

@@ -1,4 +1,4 @@
-r"""Dataset statistics, side by side (paper Section 2.3 and Appendix B.1).
+r"""Dataset statistics, side by side (paper Section 2.3 and Appendix B.1): a Beam job.
 
 Per dataset: pairs, tokens, types, token/type ratio, mean and median caption
 length (tokens), top tokens (all, and content words only), counts of chosen
@@ -11,51 +11,40 @@ Captions are tokenized with words.caption_tokens; a class instance is an
 occurrence of the class's tokens in sequence, matching simple morphological
 variants (words.stem: 'mangosteens' counts for 'mangosteen').
 
+Every count is a Beam combiner (caption_stats.CaptionStats), so the job runs
+on the runner that curated the data:
+
 python -m cc12m_jax.curation.stats --dataset=cc3m='out/cc3m/kept-*.jsonl' \
     --dataset=cc12m='out/cc12m/kept-*.jsonl' --classes=classes.txt \
-    --long_tail_words=sumo,mangosteen,pokemon --output_dir=out/stats
+    --long_tail_words=sumo,mangosteen,pokemon --output_dir=out/stats \
+    [Beam pipeline args, e.g. --runner=DataflowRunner --project=...]
 
 --classes takes a text file (one class per line) or
 'synthetic-out-domain:<num_concepts>:<seed>' (the synthetic world's
-out-of-domain concept names). Writes stats.json, stats.md, coverage.png.
+out-of-domain concept names). Writes stats-<name>.json per dataset (the
+pipeline's output), then stats.json, stats.md and coverage.png.
 """
-import collections
-import glob
+import io
 import json
-import os
-import statistics
-from typing import Any, Iterable, Iterator, Sequence
+import re
+import tempfile
+from typing import Any, Iterable, Mapping, Sequence
 
 from absl import app
 from absl import flags
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
 import numpy as np
-import pyarrow.parquet as pq
 
-from cc12m_jax.curation import words as words_lib
+from cc12m_jax import config_check
+from cc12m_jax.curation import beam_options
+from cc12m_jax.curation import caption_stats
+from cc12m_jax.curation import config as config_lib
+from cc12m_jax.curation import report
 
 DEFAULT_LONG_TAIL = ("sumo", "mangosteen", "pokemon", "luffy", "zanzibar", "jellyfish",
                      "bagpipes")
-
-
-def read_captions(pattern: str, field: str = "caption") -> Iterator[str]:
-  """Captions from JSON Lines / Parquet shards matching `pattern` (comma-separated globs)."""
-  paths = sorted(p for part in pattern.split(",") if part.strip()
-                 for p in glob.glob(part.strip()))
-  if not paths:
-    raise FileNotFoundError(f"no files match {pattern!r}")
-  for path in paths:
-    if path.endswith(".parquet"):
-      for value in pq.read_table(path, columns=[field]).column(field).to_pylist():
-        yield value or ""
-    else:
-      with open(path, encoding="utf-8") as f:
-        for line_number, line in enumerate(f, 1):
-          if not line.strip():
-            continue
-          try:
-            yield json.loads(line)[field]
-          except (ValueError, KeyError, TypeError) as e:
-            raise ValueError(f"{path}:{line_number}: no {field!r} in {line[:80]!r}") from e
+_DATASET_NAME = re.compile(r"^[\w.-]+$")
 
 
 def load_classes(spec: str) -> list[str]:
@@ -68,61 +57,32 @@ def load_classes(spec: str) -> list[str]:
     return [line.strip().lower() for line in f if line.strip()]
 
 
-class _ClassMatcher:
-  """Counts occurrences of (multi-word) classes in stemmed token sequences."""
-
-  def __init__(self, classes: Sequence[str]):
-    self.classes = list(classes)
-    self.by_first: dict[str, list[tuple[int, tuple[str, ...]]]] = collections.defaultdict(list)
-    for i, name in enumerate(self.classes):
-      key = tuple(words_lib.stem(t) for t in words_lib.caption_tokens(name))
-      if key:
-        self.by_first[key[0]].append((i, key))
-
-  def count(self, stems: list[str], counts: np.ndarray) -> None:
-    for pos, token in enumerate(stems):
-      for index, key in self.by_first.get(token, ()):
-        if tuple(stems[pos:pos + len(key)]) == key:
-          counts[index] += 1
+def _run(pipeline_args: Sequence[str], sources: Mapping[str, Any], classes: Sequence[str],
+         long_tail_words: Sequence[str], output_dir: str) -> dict[str, dict[str, Any]]:
+  """One pipeline for all datasets: `sources` maps a name to a PTransform of captions."""
+  paths = {name: FileSystems.join(output_dir, f"stats-{name}.json") for name in sources}
+  options = beam_options.pipeline_options(config_lib.beam_defaults(), pipeline_args)
+  with beam.Pipeline(options=options) as p:
+    for name, source in sources.items():
+      (p | f"Read[{name}]" >> source
+       | f"Stats[{name}]" >> caption_stats.CaptionStats(classes, long_tail_words)
+       | f"Json[{name}]" >> beam.Map(json.dumps)
+       | f"Write[{name}]" >> beam.io.WriteToText(paths[name], num_shards=1,
+                                                shard_name_template=""))
+  results = {}
+  for name, path in paths.items():
+    with FileSystems.open(path) as f:
+      results[name] = json.loads(f.read().decode("utf-8"))
+  return results
 
 
 def dataset_stats(captions: Iterable[str], classes: Sequence[str],
-                  long_tail_words: Sequence[str], top_k: int = 25) -> dict[str, Any]:
-  token_counts: collections.Counter = collections.Counter()
-  lengths = []
-  with_person = 0
-  matcher = _ClassMatcher(classes)
-  class_counts = np.zeros(len(classes), np.int64)
-  for caption in captions:
-    tokens = words_lib.caption_tokens(caption)
-    token_counts.update(tokens)
-    lengths.append(len(tokens))
-    with_person += "<person>" in tokens
-    matcher.count([words_lib.stem(t) for t in tokens], class_counts)
-  pairs = len(lengths)
-  num_tokens = int(sum(lengths))
-  per_million = class_counts * (1e6 / max(pairs, 1))
-  content = [(t, n) for t, n in token_counts.most_common()
-             if t not in words_lib.FUNCTION_WORDS and t.isalpha()][:top_k]
-  return {
-      "pairs": pairs,
-      "tokens": num_tokens,
-      "types": len(token_counts),
-      "token_type_ratio": num_tokens / max(len(token_counts), 1),
-      "mean_caption_length": num_tokens / max(pairs, 1),
-      "median_caption_length": float(statistics.median(lengths)) if lengths else 0.0,
-      "person_caption_share": with_person / max(pairs, 1),
-      "top_tokens": token_counts.most_common(top_k),
-      "top_content_tokens": content,
-      "long_tail_words": {w: int(token_counts.get(w, 0)) for w in long_tail_words},
-      "classes": {
-          "num_classes": len(classes),
-          "median_instances": float(np.median(class_counts)) if len(classes) else 0.0,
-          "median_instances_per_1m": float(np.median(per_million)) if len(classes) else 0.0,
-          "classes_with_any_instance": int((class_counts > 0).sum()),
-          "instances": {c: int(n) for c, n in zip(classes, class_counts)},
-      },
-  }
+                  long_tail_words: Sequence[str]) -> dict[str, Any]:
+  """CaptionStats of in-memory captions, on Beam's local runner (tests, notebooks)."""
+  with tempfile.TemporaryDirectory() as tmp:
+    return _run(("--direct_running_mode=in_memory",), {"captions": beam.Create(list(captions))},
+                classes, long_tail_words,
+                tmp)["captions"]
 
 
 def coverage_curve(instances: Sequence[int], pairs: int,
@@ -136,8 +96,7 @@ def default_thresholds() -> list[float]:
   return [float(k) for k in np.unique(np.round(np.logspace(0, 5, 26)))]
 
 
-def plot_coverage(results: dict[str, dict[str, Any]], thresholds: Sequence[float],
-                  path: str) -> None:
+def coverage_png(results: dict[str, dict[str, Any]], thresholds: Sequence[float]) -> bytes:
   import matplotlib  # pylint: disable=g-import-not-at-top
   matplotlib.use("Agg")
   from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
@@ -151,8 +110,10 @@ def plot_coverage(results: dict[str, dict[str, Any]], thresholds: Sequence[float
   ax.grid(True, which="both", alpha=0.3)
   ax.legend()
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
+  png = io.BytesIO()
+  fig.savefig(png, format="png", dpi=120)
   plt.close(fig)
+  return png.getvalue()
 
 
 def markdown(results: dict[str, dict[str, Any]], long_tail_words: Sequence[str]) -> str:
@@ -183,22 +144,28 @@ def markdown(results: dict[str, dict[str, Any]], long_tail_words: Sequence[str])
   return "\n".join(lines)
 
 
-def compare(datasets: dict[str, str], classes: Sequence[str], long_tail_words: Sequence[str],
-            output_dir: str) -> dict[str, dict[str, Any]]:
-  """Computes, writes stats.json / stats.md / coverage.png, returns the results."""
+def compare(datasets: Mapping[str, str], classes: Sequence[str],
+            long_tail_words: Sequence[str], output_dir: str,
+            pipeline_args: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
+  """Runs the job; writes stats.json / stats.md / coverage.png; returns the results.
+
+  `datasets` maps a name to comma-separated globs of kept shards;
+  `pipeline_args` are Beam pipeline options (runner and its settings).
+  """
+  for name in datasets:
+    if not _DATASET_NAME.match(name):
+      raise ValueError(f"dataset name {name!r}: use letters, digits, '_', '.' or '-'")
+  sources = {name: caption_stats.ReadCaptions(pattern) for name, pattern in datasets.items()}
+  results = _run(pipeline_args, sources, classes, long_tail_words, output_dir)
   thresholds = default_thresholds()
-  results = {}
-  for name, pattern in datasets.items():
-    stats = dataset_stats(read_captions(pattern), classes, long_tail_words)
+  for stats in results.values():
     stats["coverage_curve"] = coverage_curve(
         list(stats["classes"]["instances"].values()), stats["pairs"], thresholds)
-    results[name] = stats
-  os.makedirs(output_dir, exist_ok=True)
-  with open(os.path.join(output_dir, "stats.json"), "w", encoding="utf-8") as f:
-    json.dump({"thresholds_per_1m": thresholds, "datasets": results}, f, indent=1)
-  with open(os.path.join(output_dir, "stats.md"), "w", encoding="utf-8") as f:
-    f.write(markdown(results, long_tail_words))
-  plot_coverage(results, thresholds, os.path.join(output_dir, "coverage.png"))
+  report.write_text(FileSystems.join(output_dir, "stats.json"), json.dumps(
+      {"thresholds_per_1m": thresholds, "datasets": results}, indent=1))
+  report.write_text(FileSystems.join(output_dir, "stats.md"), markdown(results, long_tail_words))
+  with FileSystems.create(FileSystems.join(output_dir, "coverage.png")) as f:
+    f.write(coverage_png(results, thresholds))
   return results
 
 
@@ -212,7 +179,6 @@ def _define_flags() -> None:
 
 
 def main(argv: Sequence[str]) -> None:
-  del argv
   f = flags.FLAGS
   datasets = {}
   for item in f.dataset:
@@ -223,10 +189,11 @@ def main(argv: Sequence[str]) -> None:
   if not datasets:
     raise ValueError("give at least one --dataset=name=glob")
   classes = load_classes(f.classes) if f.classes else []
-  results = compare(datasets, classes, f.long_tail_words, f.output_dir)
+  results = compare(datasets, classes, f.long_tail_words, f.output_dir, argv[1:])
   print(markdown(results, f.long_tail_words))
 
 
 if __name__ == "__main__":
   _define_flags()
-  app.run(main)
+  # Flags this program does not know are Beam pipeline options.
+  app.run(main, flags_parser=lambda argv: config_check.parse_flags(argv, known_only=True))

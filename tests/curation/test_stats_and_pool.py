@@ -1,13 +1,20 @@
-"""Dataset statistics job and the synthetic raw pool."""
+"""Dataset statistics job (real Beam, local runner) and the synthetic raw pool."""
+import collections
 import json
 import os
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from PIL import Image
+import pytest
 
 from cc12m_jax.curation import candidates
 from cc12m_jax.curation import stats
 from cc12m_jax.curation import synthetic_pool
+from cc12m_jax.curation import words
 from tests.curation import helpers
+
+IN_MEMORY = ["--direct_running_mode=in_memory"]  # one process: faster for tiny inputs
 
 
 def test_dataset_stats_on_hand_written_captions():
@@ -47,6 +54,52 @@ def test_compare_writes_json_markdown_and_png(tmp_path):
   assert "| pairs | 3 | 10 |" in md and "coverage.png" in md
   with Image.open(tmp_path / "report" / "coverage.png") as png:
     assert png.format == "PNG" and png.size[0] > 300
+
+
+def test_beam_stats_equal_a_plain_count_over_a_web_pool():
+  pool, _ = synthetic_pool.generate_pool(400, num_concepts=40, seed=3)
+  captions = [r["alt_text"] for r in pool]
+  classes = ["dog", "sumo wrestler", "mangosteen", "never seen here"]
+  s = stats.dataset_stats(captions, classes, ["dog", "zzz"])
+  tokens = [words.caption_tokens(c) for c in captions]
+  counts = collections.Counter(t for ts in tokens for t in ts)
+  assert s["pairs"] == 400 and s["tokens"] == sum(map(len, tokens))
+  assert s["types"] == len(counts)
+  lengths = sorted(map(len, tokens))
+  assert s["median_caption_length"] == (lengths[199] + lengths[200]) / 2
+  # Ranked by count, ties by token; the cut keeps exactly the 25 highest counts.
+  assert [n for _, n in s["top_tokens"]] == [n for _, n in counts.most_common(25)]
+  assert all(counts[t] == n for t, n in s["top_tokens"])
+  assert s["top_tokens"] == sorted(s["top_tokens"], key=lambda tn: (-tn[1], tn[0]))
+  assert s["long_tail_words"] == {"dog": counts["dog"], "zzz": 0}
+  assert s["classes"]["instances"]["never seen here"] == 0
+  assert s["person_caption_share"] == sum("<person>" in ts for ts in tokens) / 400
+
+
+def test_empty_dataset_gives_zeros():
+  s = stats.dataset_stats([], ["dog"], ["dog"])
+  assert (s["pairs"], s["tokens"], s["types"], s["median_caption_length"]) == (0, 0, 0, 0.0)
+  assert s["top_tokens"] == [] and s["classes"]["instances"] == {"dog": 0}
+
+
+def test_compare_reads_jsonl_and_parquet_together(tmp_path):
+  helpers.write_jsonl(str(tmp_path / "a.jsonl"), [{"caption": "a dog"}, {"caption": "a cat"}])
+  pq.write_table(pa.table({"caption": ["two dogs", None]}), str(tmp_path / "b.parquet"))
+  results = stats.compare({"mixed": f"{tmp_path}/a.jsonl,{tmp_path}/b.parquet"}, ["dog"], [],
+                          str(tmp_path / "report"), IN_MEMORY)
+  assert results["mixed"]["pairs"] == 4  # the null caption counts as an empty one
+  assert results["mixed"]["classes"]["instances"] == {"dog": 2}
+
+
+def test_bad_inputs_are_errors_naming_the_file_or_the_name(tmp_path):
+  with pytest.raises(FileNotFoundError, match="nothing-here"):
+    stats.compare({"x": str(tmp_path / "nothing-here*.jsonl")}, [], [], str(tmp_path / "r"))
+  with pytest.raises(ValueError, match="dataset name 'a/b'"):
+    stats.compare({"a/b": str(tmp_path / "x.jsonl")}, [], [], str(tmp_path / "r"))
+  bad = tmp_path / "bad.jsonl"
+  bad.write_text('{"caption": "fine"}\n{"text": "no caption key"}\n')
+  with pytest.raises(Exception, match="bad.jsonl: no string 'caption'"):
+    stats.compare({"bad": str(bad)}, [], [], str(tmp_path / "r"), IN_MEMORY)
 
 
 def test_synthetic_pool_is_deterministic_and_varied(tmp_path):

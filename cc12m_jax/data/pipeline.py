@@ -1,4 +1,7 @@
-"""tf.data input pipelines: training mixtures and exactly-once evaluation.
+"""tf.data training input: source mixtures with a checkpointable position.
+
+(Exactly-once evaluation input is data/eval_pipeline.py; it shares the
+host helpers here: hosts, host_setup, tokenize_batch, to_numpy, to_device.)
 
 Train, per source (each host reads its own files):
   shard files by host -> shuffle files -> interleave TFRecord reads
@@ -20,9 +23,8 @@ tf.data iterator, plus the skip counters) is saved with tf.train.Checkpoint,
 so a restored run continues at the exact next example.
 """
 import dataclasses
-import math
 import os
-from typing import Iterator, Optional, Sequence
+from typing import Optional, Sequence
 
 import jax
 import ml_collections
@@ -40,12 +42,10 @@ AUTOTUNE = tf.data.AUTOTUNE
 DEVICE_KEYS = ("global_feature", "region_features", "region_boxes",
                "region_mask", "tag_tokens", "tag_mask", "tag_scores",
                "decoder_inputs", "decoder_targets", "example_mask", "domain")
-EVAL_DEVICE_KEYS = DEVICE_KEYS + ("example_index",)
 FILTER_REASONS = ("excluded_id", "subsampled_out")
 # Granularity (examples) at which training sources are mixed.
 MIX_BLOCK = 4
 _HASH_BUCKETS = 1_000_000
-_DOMAIN_NAMES = {v: k for k, v in records_lib.DOMAIN_IDS.items()}
 
 
 # ------------------------------------------------------------ config parsing
@@ -111,7 +111,8 @@ def feature_dim(data_cfg: ml_collections.ConfigDict,
   return shared_feature_dim(source_metadata(data_cfg, sources))
 
 
-def _hosts(process_index, process_count) -> tuple[int, int]:
+def hosts(process_index: Optional[int], process_count: Optional[int]) -> tuple[int, int]:
+  """(this host's index, number of hosts): given values, else JAX's."""
   pi = jax.process_index() if process_index is None else process_index
   pc = jax.process_count() if process_count is None else process_count
   if not 0 <= pi < pc:
@@ -239,7 +240,7 @@ def _expand_captions(parsed: dict, keep: tf.Tensor, seed: int) -> dict:
   return tf.cond(simple, identity, expand)
 
 
-def _tokenize_batch(tokenizer: tokenizer_lib.SubwordTokenizer,
+def tokenize_batch(tokenizer: tokenizer_lib.SubwordTokenizer,
                     max_caption_length: int, max_tag_tokens: int):
   """Adds decoder_inputs/targets [B, L] and tag_tokens [B, T, K]; drops tags."""
   @tf.autograph.experimental.do_not_convert
@@ -329,7 +330,7 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
   exclude_sources = _csv(data_cfg.exclude_ids_of)
   exclude_ids = {s: read_image_ids(metadata_lib.shard_files(data_cfg.data_dir, s))
                  for s in exclude_sources}
-  tokenize = _tokenize_batch(tokenizer, data_cfg.max_caption_length,
+  tokenize = tokenize_batch(tokenizer, data_cfg.max_caption_length,
                              data_cfg.max_tag_tokens)
   streams = []
   for i, src in enumerate(sources):
@@ -366,7 +367,7 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
   return ds.prefetch(AUTOTUNE).with_options(_options())
 
 
-def _host_setup(data_cfg: ml_collections.ConfigDict
+def host_setup(data_cfg: ml_collections.ConfigDict
                 ) -> tuple[tokenizer_lib.SubwordTokenizer,
                            records_lib.RecordValidator]:
   """What every iterator needs first: the host allocator policy
@@ -377,7 +378,7 @@ def _host_setup(data_cfg: ml_collections.ConfigDict
           records_lib.RecordValidator(strict=data_cfg.strict))
 
 
-def _to_numpy(batch: dict) -> dict:
+def to_numpy(batch: dict) -> dict:
   return {k: v._numpy() for k, v in batch.items()}  # pylint: disable=protected-access
 
 
@@ -401,10 +402,10 @@ class TrainIterator:
                batch_sharding: Optional[jax.sharding.Sharding], *,
                process_index: Optional[int] = None,
                process_count: Optional[int] = None):
-    self.process_index, self.process_count = _hosts(process_index,
+    self.process_index, self.process_count = hosts(process_index,
                                                     process_count)
     self.batch_sharding = batch_sharding
-    self.tokenizer, self._validator = _host_setup(data_cfg)
+    self.tokenizer, self._validator = host_setup(data_cfg)
     self._filter_counts = tf.Variable(
         tf.zeros([len(FILTER_REASONS)], tf.int64), trainable=False)
     self.dataset = build_train_dataset(
@@ -423,7 +424,7 @@ class TrainIterator:
     """This host's batch as numpy: the device keys plus `image_id` (str)
     and `source_index` (position in data.train_sources)."""
     try:
-      return _to_numpy(next(self._iterator))
+      return to_numpy(next(self._iterator))
     except tf.errors.InvalidArgumentError as e:
       error = records_lib.bad_record_error(e)
       if error is None:
@@ -470,138 +471,3 @@ def make_train_iterator(data_cfg: ml_collections.ConfigDict,
                         process_count: Optional[int] = None) -> TrainIterator:
   return TrainIterator(data_cfg, batch_sharding, process_index=process_index,
                        process_count=process_count)
-
-
-# ------------------------------------------------------------------- eval --
-
-@dataclasses.dataclass(frozen=True)
-class EvalExample:
-  image_id: str
-  domain: str          # 'in-domain' | 'near-domain' | 'out-domain' | ''
-  captions: list[str]  # all reference captions
-
-
-def _eval_records(files: Sequence[str], d: int,
-                  validator: records_lib.RecordValidator,
-                  chunk: int, dtype: str) -> tf.data.Dataset:
-  """Good records of an eval source, in file order, one element each."""
-  @tf.autograph.experimental.do_not_convert
-  def parse(serialized):
-    parsed = records_lib.parse_batch(serialized, d, feature_dtype=dtype)
-    keep = validator.keep_mask(parsed)
-    captions = parsed.pop("captions")
-    del parsed["reason"]
-    parsed["caption"] = captions[:, :1].to_tensor(default_value="",
-                                                  shape=[None, 1])[:, 0]
-    parsed["num_captions"] = tf.cast(captions.row_lengths(), tf.int32)
-    parsed["all_captions"] = tf.strings.reduce_join(
-        captions, axis=1, separator="\n")
-    return {k: tf.boolean_mask(v, keep) for k, v in parsed.items()}
-  ds = tf.data.TFRecordDataset(sorted(files)).batch(chunk)
-  return ds.map(parse).unbatch()
-
-
-class EvalIterator:
-  """Each iteration yields every example of the source exactly once.
-
-  Host h takes examples h, h + P, h + 2P, ... (P hosts); every host runs
-  `num_steps` steps; padding examples have example_mask False and
-  example_index -1.
-  """
-
-  def __init__(self, data_cfg: ml_collections.ConfigDict, source: str,
-               batch_sharding: Optional[jax.sharding.Sharding], *,
-               process_index: Optional[int] = None,
-               process_count: Optional[int] = None):
-    self.source = source
-    self.process_index, self.process_count = _hosts(process_index,
-                                                    process_count)
-    self.batch_sharding = batch_sharding
-    self.tokenizer, self._validator = _host_setup(data_cfg)
-    self._data_cfg = data_cfg
-    metadata = metadata_lib.load_metadata(data_cfg.data_dir, source)
-    self._d, self._dtype = metadata.feature_dim, metadata.feature_dtype
-    self._files = metadata_lib.shard_files(data_cfg.data_dir, source)
-    self.batch_size = per_host_batch(data_cfg.eval_global_batch_size,
-                                     self.process_count,
-                                     "eval_global_batch_size")
-    self.examples = self._read_examples()
-    n = len(self.examples)
-    most = math.ceil(n / self.process_count)          # host 0 has the most
-    self.num_steps = max(1, math.ceil(most / self.batch_size))
-
-  def _read_examples(self) -> list[EvalExample]:
-    validator = records_lib.RecordValidator(strict=self._data_cfg.strict)
-    spec = _eval_records(self._files, self._d, validator,
-                         self._data_cfg.parse_batch_size, self._dtype)
-    ds = spec.map(lambda e: (e["image_id"], e["domain"], e["all_captions"]))
-    examples = []
-    try:
-      for image_id, domain, captions in ds.batch(1024).as_numpy_iterator():
-        for i, dom, caps in zip(image_id, domain, captions):
-          examples.append(EvalExample(i.decode(), _DOMAIN_NAMES[int(dom)],
-                                      caps.decode().split("\n")))
-    except tf.errors.InvalidArgumentError as e:
-      error = records_lib.bad_record_error(e)
-      if error is None:
-        raise
-      raise error from e
-    self._validator.variable.assign(validator.variable)
-    return examples
-
-  def _dataset(self) -> tf.data.Dataset:
-    pi, pc = self.process_index, self.process_count
-    ds = _eval_records(self._files, self._d,
-                       records_lib.RecordValidator(strict=False),
-                       self._data_cfg.parse_batch_size, self._dtype)
-    ds = ds.enumerate().filter(lambda i, e: i % pc == pi)
-
-    @tf.autograph.experimental.do_not_convert
-    def with_index(i, e):
-      e = dict(e)
-      for k in ("all_captions", "num_captions", "source", "width", "height"):
-        del e[k]
-      e["example_index"] = tf.cast(i, tf.int32)
-      e["example_mask"] = tf.constant(True)
-      return e
-    ds = ds.map(with_index)
-    local = len(range(pi, len(self.examples), pc))
-    num_pad = self.num_steps * self.batch_size - local
-    pad = tf.nest.map_structure(
-        lambda s: (tf.zeros(s.shape, s.dtype) if s.dtype != tf.string
-                   else tf.fill(s.shape, "")), ds.element_spec)
-    pad["example_index"] = tf.constant(-1)
-    pad["example_mask"] = tf.constant(False)
-    ds = ds.concatenate(tf.data.Dataset.from_tensors(pad).repeat(num_pad))
-    ds = ds.batch(self.batch_size, drop_remainder=True)
-    ds = ds.map(_tokenize_batch(self.tokenizer,
-                                self._data_cfg.max_caption_length,
-                                self._data_cfg.max_tag_tokens),
-                num_parallel_calls=AUTOTUNE, deterministic=True)
-    return ds.prefetch(2)
-
-  def host_batches(self) -> Iterator[dict]:
-    """This host's batches as numpy dicts (strings included)."""
-    for batch in self._dataset():
-      yield _to_numpy(batch)
-
-  def __iter__(self) -> Iterator[dict]:
-    if self.batch_sharding is None:
-      raise ValueError("EvalIterator was built without batch_sharding; "
-                       "use host_batches()")
-    for batch in self.host_batches():
-      yield to_device(batch, self.batch_sharding, EVAL_DEVICE_KEYS)
-
-  def __len__(self) -> int:
-    return self.num_steps
-
-  def skip_counts(self) -> dict[str, int]:
-    return self._validator.counts()
-
-
-def make_eval_iterator(data_cfg: ml_collections.ConfigDict, source: str,
-                       batch_sharding: Optional[jax.sharding.Sharding], *,
-                       process_index: Optional[int] = None,
-                       process_count: Optional[int] = None) -> EvalIterator:
-  return EvalIterator(data_cfg, source, batch_sharding,
-                      process_index=process_index, process_count=process_count)

@@ -140,7 +140,7 @@ def split_of_source(source: str) -> str:
 def evaluate_source(config: ml_collections.ConfigDict, model, params: Any, mesh: Mesh,
                     source: str, tokenizer) -> dict[str, float]:
   """Retrieval metrics of one eval source (see module docstring)."""
-  from cc12m_jax.data.pipeline import make_eval_iterator  # pylint: disable=g-import-not-at-top
+  from cc12m_jax.data.eval_pipeline import make_eval_iterator  # pylint: disable=g-import-not-at-top
   eval_iter = make_eval_iterator(config.data, source, sharding.batch_sharding(mesh))
   examples = eval_iter.examples
   images = encode_images(model, params, eval_iter, len(examples), mesh)  # [N, P]

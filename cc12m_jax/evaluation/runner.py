@@ -63,7 +63,7 @@ def _setup(config):
 def make_evaluators(config: ml_collections.ConfigDict, setup: Any
                     ) -> dict[str, captioner_eval.CaptionEvaluator]:
   """One evaluator per eval source (for modes evaluate and periodic eval)."""
-  from cc12m_jax.data.pipeline import make_eval_iterator  # pylint: disable=g-import-not-at-top
+  from cc12m_jax.data.eval_pipeline import make_eval_iterator  # pylint: disable=g-import-not-at-top
   metrics = metrics_from_config(config.eval)
   evaluators = {}
   for source in eval_sources(config):
@@ -121,7 +121,7 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str) -> dict:
 
 def predict(config: ml_collections.ConfigDict, workdir: str) -> dict:
   """Mode `predict`: {source: predictions.json path}."""
-  from cc12m_jax.data.pipeline import make_eval_iterator  # pylint: disable=g-import-not-at-top
+  from cc12m_jax.data.eval_pipeline import make_eval_iterator  # pylint: disable=g-import-not-at-top
   from cc12m_jax.decoding import captioner_decode  # pylint: disable=g-import-not-at-top
   setup = _setup(config)
   params, step = load_checkpoint_params(config, workdir, setup)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from cc12m_jax.data import eval_pipeline
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import pipeline as pipeline_lib
 from cc12m_jax.data import records as records_lib
@@ -132,7 +133,7 @@ def test_eval_covers_each_example_exactly_once(tiny_world):
   n = 21  # tiny_config: num_nocaps_val
   indices, steps = [], []
   for h in range(2):
-    ev = pipeline_lib.make_eval_iterator(data, "nocaps_val", None,
+    ev = eval_pipeline.make_eval_iterator(data, "nocaps_val", None,
                                          process_index=h, process_count=2)
     assert len(ev.examples) == n
     assert all(len(e.captions) == 10 and e.domain for e in ev.examples)
@@ -156,13 +157,13 @@ def test_eval_device_batches(tiny_world):
                            ("data", "fsdp", "model"))
   sharding = jax.sharding.NamedSharding(
       mesh, jax.sharding.PartitionSpec(("data", "fsdp")))
-  ev = pipeline_lib.make_eval_iterator(
+  ev = eval_pipeline.make_eval_iterator(
       data_config(tiny_world, eval_global_batch_size=16), "coco_val",
       sharding)
   batches = list(ev)
   assert len(batches) == 1
   b = batches[0]
-  assert set(b) == set(pipeline_lib.EVAL_DEVICE_KEYS)
+  assert set(b) == set(eval_pipeline.EVAL_DEVICE_KEYS)
   assert b["example_index"].shape == (16,)
   assert int(b["example_mask"].sum()) == 10
   assert b["decoder_targets"].shape == (16, 36)
@@ -244,7 +245,7 @@ def test_pipeline_lenient_skips_and_counts(bad_source):
   counts = it.skip_counts()
   assert counts["non_finite"] >= 1
   assert sum(counts.values()) == counts["non_finite"]
-  ev = pipeline_lib.make_eval_iterator(bad_source, "mixed", None)
+  ev = eval_pipeline.make_eval_iterator(bad_source, "mixed", None)
   assert len(ev.examples) == 12
   assert ev.skip_counts()["non_finite"] == 1
 
@@ -256,7 +257,7 @@ def test_pipeline_strict_raises_naming_the_record(bad_source):
                      match="img_0099.*reason=non_finite"):
     host_examples(it, 24)
   with pytest.raises(records_lib.BadRecordError, match="img_0099"):
-    pipeline_lib.make_eval_iterator(bad_source, "mixed", None)
+    eval_pipeline.make_eval_iterator(bad_source, "mixed", None)
 
 
 def test_config_errors_name_the_key(tiny_world):

@@ -9,7 +9,7 @@ import pytest
 
 from configs import base
 from cc12m_jax.data import metadata as metadata_lib
-from cc12m_jax.data import pipeline, records as records_lib
+from cc12m_jax.data import eval_pipeline, pipeline, records as records_lib
 from cc12m_jax.data.text import special_tokens
 from cc12m_jax.decoding import captioner_decode
 from cc12m_jax.evaluation import captioner_eval, nocaps, ptb_tokenizer
@@ -59,7 +59,7 @@ def setup(tmp_path_factory):
   mesh = jax.sharding.Mesh(np.array(jax.devices()[:4]), ("data",))
   sharding = jax.sharding.NamedSharding(mesh,
                                         jax.sharding.PartitionSpec("data"))
-  iterator = pipeline.make_eval_iterator(config.data, "nocaps_val", sharding)
+  iterator = eval_pipeline.make_eval_iterator(config.data, "nocaps_val", sharding)
   m = base.model_config()
   m.emb_dim, m.num_heads, m.mlp_dim = 16, 2, 32
   m.num_encoder_layers = m.num_decoder_layers = 1

@@ -93,13 +93,9 @@ class BestCheckpointTracker:
 
   def save_params(self, step: int, params: Any) -> str:
     """Writes params as `<directory>/checkpoints/<step>`, keeping only it."""
-    import orbax.checkpoint as ocp  # pylint: disable=g-import-not-at-top
-    from cc12m_jax.train.checkpointing import STATE_ITEM  # pylint: disable=g-import-not-at-top
-    ckpt_dir = self.directory / "checkpoints"
-    with ocp.CheckpointManager(
-        ckpt_dir, item_names=(STATE_ITEM,),
-        options=ocp.CheckpointManagerOptions(max_to_keep=1)) as manager:
-      manager.save(step, args=ocp.args.Composite(**{
-          STATE_ITEM: ocp.args.PyTreeSave({"params": params})}))
-      manager.wait_until_finished()
-    return str(ckpt_dir / str(step))
+    checkpointer = checkpointing.Checkpointer(str(self.directory), keep=1, use_async=False)
+    try:
+      checkpointer.save(step, {"params": params}, train_iter=None)
+    finally:
+      checkpointer.close()
+    return str(checkpointer.directory / str(step))

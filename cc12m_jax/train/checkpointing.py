@@ -61,11 +61,17 @@ class Checkpointer:
     steps = self.restorable_steps()
     return steps[-1] if steps else None
 
-  def save(self, step: int, state: Mapping[str, Any], train_iter: Any) -> None:
-    """Writes the iterator position, then starts the (async) state save."""
-    input_dir = self._input_dir(step)
-    input_dir.mkdir(parents=True, exist_ok=True)
-    train_iter.save(str(input_dir))
+  def save(self, step: int, state: Mapping[str, Any], train_iter: Any | None) -> None:
+    """Writes the iterator position, then starts the (async) state save.
+
+    Without `train_iter` only the state is written (e.g. the best parameters
+    kept by evaluation/selection.py): such a step can initialise a run
+    (config.train.init_from) but is not a step to resume from.
+    """
+    if train_iter is not None:
+      input_dir = self._input_dir(step)
+      input_dir.mkdir(parents=True, exist_ok=True)
+      train_iter.save(str(input_dir))
     self.manager.save(step, args=ocp.args.Composite(**{STATE_ITEM: ocp.args.PyTreeSave(dict(state))}))
     self._prune_input_states(keep_also=step)
 

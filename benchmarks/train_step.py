@@ -1,19 +1,27 @@
 """Training-step throughput of the paper-size captioner, as a fraction of matmul peak.
 
   python benchmarks/train_step.py [--batch=32] [--steps=10] [--compute_dtype=float32]
+      [--devices=1]
 
 Shape (the issue's reference): 6+6 layers, width 512, 8 heads, MLP 2048,
 vocabulary 16,000, 33 encoder vectors (1 global + 16 regions + 16 tags of 4
-word pieces), 36 decoder tokens, batch 32, feature dim 512, Adam + clipping,
-dropout on (train mode). Runs on the first device only.
+word pieces), 36 decoder tokens, batch 32 per device, feature dim 512, Adam +
+clipping, dropout on (train mode). By default on the first device only;
+`--devices=N` (0: every local device, e.g. the 8 cores of a TPU v3-8 host)
+runs the same step data-parallel over a mesh of N devices with a global batch
+of N x --batch, the setting of the paper's 32-core runs, so the figures are
+per device including the gradient all-reduce.
 
 FLOP counting:
   * model FLOPs = XLA's own count for the compiled train step
     (`compiled.cost_analysis()['flops']`: forward, backward and optimizer, as
-    lowered; multiply-add = 2 FLOPs);
+    lowered; multiply-add = 2 FLOPs). For a sharded step it is the count of
+    one device's partitioned program, so it is per device as is;
   * for reference the analytic 6 x N_matmul x tokens (+ attention) is printed.
 Peak = the best of several timed f32 (or bf16) [n, n] x [n, n] matmuls in
-JAX on the same device (2 n^3 FLOPs each). MFU = model FLOP/s / peak.
+JAX on the first device (2 n^3 FLOPs each). MFU = model FLOP/s per device /
+peak. (Simulated CPU devices share the host's cores, so with --devices > 1 on
+CPU only the step's correctness and shape mean something, not the fraction.)
 Last line: `train_step_mfu: <fraction> of measured peak`.
 """
 from __future__ import annotations
@@ -66,6 +74,8 @@ def main() -> None:
   parser.add_argument("--caption_len", type=int, default=36)
   parser.add_argument("--compute_dtype", default="float32")
   parser.add_argument("--matmul_size", type=int, default=2048)
+  parser.add_argument("--devices", type=int, default=1,
+                      help="data-parallel over the first N local devices (0: all)")
   parser.add_argument("--no_dropout", action="store_true",
                       help="diagnostic: all dropout rates 0 (no dropout RNG in the step)")
   args = parser.parse_args()
@@ -75,15 +85,21 @@ def main() -> None:
   config.model.compute_dtype = args.compute_dtype
   if args.no_dropout:
     config.model.input_dropout = config.model.dropout = config.model.attention_dropout = 0.0
-  config.data.global_batch_size = args.batch
+  devices = jax.local_devices()
+  if not 0 <= args.devices <= len(devices):
+    raise ValueError(f"--devices={args.devices}: this host has {len(devices)} local devices")
+  devices = devices[:args.devices or len(devices)]
+  global_batch = args.batch * len(devices)
+  config.data.global_batch_size = global_batch
   config.data.max_caption_length = args.caption_len
-  config.mesh.data = config.mesh.fsdp = config.mesh.model = 1
-  device = jax.devices()[0]
-  setup = trainer.Setup(config, [device])
+  config.mesh.data, config.mesh.fsdp, config.mesh.model = len(devices), 1, 1
+  device = devices[0]
+  setup = trainer.Setup(config, devices)
   state = setup.new_state()
   rng = np.random.default_rng(0)
   batch = jax.tree_util.tree_map(np.asarray, captioner.dummy_batch(
-      config.model, args.batch, args.feature_dim, args.caption_len, config.data.max_tag_tokens))
+      config.model, global_batch, args.feature_dim, args.caption_len,
+      config.data.max_tag_tokens))
   batch["global_feature"] = rng.normal(size=batch["global_feature"].shape).astype(np.float32)
   batch["region_features"] = rng.normal(size=batch["region_features"].shape).astype(np.float32)
   batch["region_boxes"] = rng.random(batch["region_boxes"].shape).astype(np.float32)
@@ -115,14 +131,16 @@ def main() -> None:
   peak = max(peak_before, measure_matmul_peak(args.matmul_size, dtype))
   analytic = analytic_flops(config.model, args.vocab, args.batch, enc_len, args.caption_len)
   achieved = xla_flops / step_s
-  print(f"device: {device.device_kind} ({device.platform}); params "
+  print(f"devices: {len(devices)} x {device.device_kind} ({device.platform}), mesh "
+        f"{dict(setup.mesh.shape)}; params "
         f"{sum(x.size for x in jax.tree_util.tree_leaves(state['params'])):,}; "
-        f"batch {args.batch}, {enc_len} encoder vectors, {args.caption_len} decoder tokens, "
-        f"vocab {args.vocab}, {args.compute_dtype}")
+        f"batch {args.batch} per device ({global_batch} global), {enc_len} encoder vectors, "
+        f"{args.caption_len} decoder tokens, vocab {args.vocab}, {args.compute_dtype}")
   print(f"compile: {compile_s:.1f} s; loss {float(metrics['loss']):.3f}")
   print(f"step time: {step_s * 1e3:.1f} ms")
   print(f"examples/sec/device: {args.batch / step_s:.2f}")
-  print(f"model FLOPs/step: XLA {xla_flops / 1e9:.1f} GFLOP, analytic 6N-tokens {analytic / 1e9:.1f} GFLOP")
+  print(f"model FLOPs/step/device: XLA {xla_flops / 1e9:.1f} GFLOP, "
+        f"analytic 6N-tokens {analytic / 1e9:.1f} GFLOP")
   print(f"achieved: {achieved / 1e9:.1f} GFLOP/s (XLA count), {analytic / step_s / 1e9:.1f} GFLOP/s (analytic)")
   print(f"measured {args.matmul_size}^2 matmul peak: {peak / 1e9:.1f} GFLOP/s")
   print(f"train_step_mfu: {achieved / peak:.3f} of measured peak")

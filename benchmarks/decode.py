@@ -5,6 +5,11 @@ are forbidden so every hypothesis runs the full length (no early stop): the
 figure is the worst case per caption. Measures max_decode_len 36 and 180.
 
   python benchmarks/decode.py [--batch_size=16] [--vocab_size=16000] [--repeats=2]
+      [--devices=1]
+
+`--devices=N` (0: every local device) shards a batch of N x --batch_size over
+a data-parallel mesh of N devices, as the evaluation does, and also reports
+captions/sec per device.
 
 Prints captions/sec for each length and, last,
 `decode_time_ratio_180_vs_36: <value> x`.
@@ -22,6 +27,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from configs import base  # noqa: E402  (the repo root holds configs/)
+from cc12m_jax import sharding  # noqa: E402
 from cc12m_jax.decoding import captioner_decode  # noqa: E402
 from cc12m_jax.models import captioner as captioner_lib  # noqa: E402
 
@@ -74,17 +80,29 @@ def main() -> None:
   parser.add_argument("--beam_size", type=int, default=5)
   parser.add_argument("--repeats", type=int, default=2)
   parser.add_argument("--lengths", default="36,180")
+  parser.add_argument("--devices", type=int, default=1,
+                      help="shard the batch over the first N local devices (0: all)")
   args = parser.parse_args()
+
+  devices = jax.local_devices()
+  if not 0 <= args.devices <= len(devices):
+    raise ValueError(f"--devices={args.devices}: this host has {len(devices)} local devices")
+  devices = devices[:args.devices or len(devices)]
+  mesh_cfg = base.get_config().mesh
+  mesh_cfg.data, mesh_cfg.fsdp, mesh_cfg.model = len(devices), 1, 1
+  mesh = sharding.make_mesh(mesh_cfg, devices)
+  global_batch = args.batch_size * len(devices)
 
   model_cfg = base.model_config()  # paper size: 6+6 layers, width 512
   model = captioner_lib.Captioner(model_cfg, args.vocab_size)
-  batch = random_batch(np.random.RandomState(0), model_cfg, args.batch_size,
+  batch = random_batch(np.random.RandomState(0), model_cfg, global_batch,
                        args.feature_dim, 4, args.vocab_size)
-  init_batch = dict(batch, decoder_inputs=np.zeros((args.batch_size, 36),
-                                                   np.int32))
-  params = jax.jit(lambda r: model.init(r, init_batch, train=False))(
-      jax.random.key(0))["params"]
-  print(f"devices: {jax.devices()}; batch {args.batch_size}, beam "
+  init_batch = dict(batch, decoder_inputs=np.zeros((global_batch, 36), np.int32))
+  params = jax.jit(lambda r: model.init(r, init_batch, train=False),
+                   out_shardings=sharding.replicated(mesh))(jax.random.key(0))["params"]
+  batch = jax.device_put(batch, sharding.batch_sharding(mesh))
+  print(f"devices: {len(devices)} x {devices[0].device_kind} ({devices[0].platform}); "
+        f"batch {args.batch_size} per device ({global_batch} global), beam "
         f"{args.beam_size}, vocab {args.vocab_size}, EOS forbidden")
 
   seconds = {}
@@ -93,8 +111,10 @@ def main() -> None:
                                args.repeats)
     assert np.all(tokens[:, 0] > 2), "a hypothesis stopped before max length"
     seconds[max_len] = secs
+    per_device = (f" ({args.batch_size / secs:.2f} per device)"
+                  if len(devices) > 1 else "")
     print(f"max_decode_len {max_len}: {secs:.3f} s/batch, "
-          f"{args.batch_size / secs:.2f} captions/sec")
+          f"{global_batch / secs:.2f} captions/sec{per_device}")
   if 36 in seconds and 180 in seconds:
     print(f"decode_time_ratio_180_vs_36: {seconds[180] / seconds[36]:.2f} x")
 

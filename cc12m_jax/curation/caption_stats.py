@@ -19,6 +19,7 @@ from cc12m_jax.curation import words as words_lib
 
 _LENGTH, _PERSON, _CLASS_HIT = "length", "person", "class_hit"
 
+
 def _matching_files(pattern: str) -> list[str]:
   """Comma-separated globs -> the patterns, after checking each matches a file."""
   globs = [part.strip() for part in pattern.split(",") if part.strip()]

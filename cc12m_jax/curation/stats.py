@@ -80,8 +80,8 @@ def dataset_stats(captions: Iterable[str], classes: Sequence[str],
                   long_tail_words: Sequence[str]) -> dict[str, Any]:
   """CaptionStats of in-memory captions, on Beam's local runner (tests, notebooks)."""
   with tempfile.TemporaryDirectory() as tmp:
-    return _run(("--direct_running_mode=in_memory",), {"captions": beam.Create(list(captions))},
-                classes, long_tail_words,
+    sources = {"captions": beam.Create(list(captions))}
+    return _run(("--direct_running_mode=in_memory",), sources, classes, long_tail_words,
                 tmp)["captions"]
 
 

@@ -63,8 +63,7 @@ class EvalIterator:
                process_index: Optional[int] = None,
                process_count: Optional[int] = None):
     self.source = source
-    self.process_index, self.process_count = pipeline.hosts(process_index,
-                                                    process_count)
+    self.process_index, self.process_count = pipeline.hosts(process_index, process_count)
     self.batch_sharding = batch_sharding
     self.tokenizer, self._validator = pipeline.host_setup(data_cfg)
     self._data_cfg = data_cfg
@@ -72,8 +71,7 @@ class EvalIterator:
     self._d, self._dtype = metadata.feature_dim, metadata.feature_dtype
     self._files = metadata_lib.shard_files(data_cfg.data_dir, source)
     self.batch_size = pipeline.per_host_batch(data_cfg.eval_global_batch_size,
-                                     self.process_count,
-                                     "eval_global_batch_size")
+                                              self.process_count, "eval_global_batch_size")
     self.examples = self._read_examples()
     n = len(self.examples)
     most = math.ceil(n / self.process_count)          # host 0 has the most
@@ -124,8 +122,8 @@ class EvalIterator:
     ds = ds.concatenate(tf.data.Dataset.from_tensors(pad).repeat(num_pad))
     ds = ds.batch(self.batch_size, drop_remainder=True)
     ds = ds.map(pipeline.tokenize_batch(self.tokenizer,
-                                self._data_cfg.max_caption_length,
-                                self._data_cfg.max_tag_tokens),
+                                        self._data_cfg.max_caption_length,
+                                        self._data_cfg.max_tag_tokens),
                 num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
     return ds.prefetch(2)
 

@@ -241,7 +241,7 @@ def _expand_captions(parsed: dict, keep: tf.Tensor, seed: int) -> dict:
 
 
 def tokenize_batch(tokenizer: tokenizer_lib.SubwordTokenizer,
-                    max_caption_length: int, max_tag_tokens: int):
+                   max_caption_length: int, max_tag_tokens: int):
   """Adds decoder_inputs/targets [B, L] and tag_tokens [B, T, K]; drops tags."""
   @tf.autograph.experimental.do_not_convert
   def fn(batch: dict) -> dict:
@@ -331,7 +331,7 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
   exclude_ids = {s: read_image_ids(metadata_lib.shard_files(data_cfg.data_dir, s))
                  for s in exclude_sources}
   tokenize = tokenize_batch(tokenizer, data_cfg.max_caption_length,
-                             data_cfg.max_tag_tokens)
+                            data_cfg.max_tag_tokens)
   streams = []
   for i, src in enumerate(sources):
     seed = data_cfg.seed * 1009 + i
@@ -368,8 +368,8 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
 
 
 def host_setup(data_cfg: ml_collections.ConfigDict
-                ) -> tuple[tokenizer_lib.SubwordTokenizer,
-                           records_lib.RecordValidator]:
+               ) -> tuple[tokenizer_lib.SubwordTokenizer,
+                          records_lib.RecordValidator]:
   """What every iterator needs first: the host allocator policy
   (config.data.retain_host_memory), the tokenizer and a record validator."""
   if data_cfg.retain_host_memory:
@@ -403,7 +403,7 @@ class TrainIterator:
                process_index: Optional[int] = None,
                process_count: Optional[int] = None):
     self.process_index, self.process_count = hosts(process_index,
-                                                    process_count)
+                                                   process_count)
     self.batch_sharding = batch_sharding
     self.tokenizer, self._validator = host_setup(data_cfg)
     self._filter_counts = tf.Variable(

@@ -22,7 +22,6 @@ import sys
 import time
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
@@ -84,10 +83,7 @@ def main() -> None:
                       help="shard the batch over the first N local devices (0: all)")
   args = parser.parse_args()
 
-  devices = jax.local_devices()
-  if not 0 <= args.devices <= len(devices):
-    raise ValueError(f"--devices={args.devices}: this host has {len(devices)} local devices")
-  devices = devices[:args.devices or len(devices)]
+  devices = sharding.first_local_devices(args.devices)
   mesh_cfg = base.get_config().mesh
   mesh_cfg.data, mesh_cfg.fsdp, mesh_cfg.model = len(devices), 1, 1
   mesh = sharding.make_mesh(mesh_cfg, devices)

@@ -33,6 +33,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from cc12m_jax import sharding
 from cc12m_jax.models import captioner
 from cc12m_jax.train import trainer
 from configs import base
@@ -85,10 +86,7 @@ def main() -> None:
   config.model.compute_dtype = args.compute_dtype
   if args.no_dropout:
     config.model.input_dropout = config.model.dropout = config.model.attention_dropout = 0.0
-  devices = jax.local_devices()
-  if not 0 <= args.devices <= len(devices):
-    raise ValueError(f"--devices={args.devices}: this host has {len(devices)} local devices")
-  devices = devices[:args.devices or len(devices)]
+  devices = sharding.first_local_devices(args.devices)
   global_batch = args.batch * len(devices)
   config.data.global_batch_size = global_batch
   config.data.max_caption_length = args.caption_len

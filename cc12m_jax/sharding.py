@@ -72,6 +72,14 @@ def mesh_shape(mesh_cfg: ml_collections.ConfigDict, num_devices: int) -> tuple[i
   return tuple(sizes[a] for a in MESH_AXES)  # type: ignore[return-value]
 
 
+def first_local_devices(count: int, key: str = "--devices") -> list[jax.Device]:
+  """The first `count` devices of this host (0: all of them); `key` names the setting."""
+  devices = jax.local_devices()
+  if not 0 <= count <= len(devices):
+    raise ValueError(f"{key}={count}: this host has {len(devices)} local devices")
+  return devices[:count or len(devices)]
+
+
 def make_mesh(mesh_cfg: ml_collections.ConfigDict,
               devices: Sequence[jax.Device] | None = None) -> Mesh:
   """A ('data', 'fsdp', 'model') mesh over `devices` (default: all)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -40,6 +41,7 @@ ALL_METRICS = BLEU_NAMES + ("METEOR", "ROUGE-L", "CIDEr", "SPICE")
 DEFAULT_METRICS = ALL_METRICS
 
 Tokenized = Mapping[Hashable, Sequence[str]]
+_SPACE_RUNS = re.compile(" {2,}")
 
 
 def _check_pair(gts: Tokenized, res: Tokenized) -> list[Hashable]:
@@ -114,9 +116,25 @@ class MeteorScorer:
   def score(self, gts: Tokenized, res: Tokenized) -> tuple[float, np.ndarray]:
     """Corpus score (the jar's EVAL line) and per-image scores."""
     keys = _check_pair(gts, res)
-    score, scores = self._meteor.compute_score(_as_lists(gts, keys),
-                                               _as_lists(res, keys))
+    score, scores = self._meteor.compute_score(
+        {k: [_meteor_text(c, f"image {k!r} reference {j}")
+             for j, c in enumerate(gts[k])] for k in keys},
+        {k: [_meteor_text(res[k][0], f"image {k!r} prediction")]
+         for k in keys})
     return float(score), np.asarray(scores, np.float64)
+
+
+def _meteor_text(caption: str, where: str) -> str:
+  """A caption safe for the jar's line protocol ("SCORE ||| ref ||| hyp").
+
+  A line break would split one request into two and desynchronise every
+  later image's score (or hang the reader), so captions are normalised as
+  for tokenization (PTB-tokenised text is unchanged by this). "|||" would
+  split a reference into two; pycocoevalcap strips it from the hypothesis
+  only, here it is stripped from references too.
+  """
+  text = ptb_tokenizer.caption_text(caption, where).replace("|||", " ")
+  return _SPACE_RUNS.sub(" ", text).strip(" ")
 
 
 def meteor(gts: Tokenized, res: Tokenized) -> tuple[float, np.ndarray]:
@@ -182,15 +200,38 @@ def tokenize_pairs(references: Mapping[Hashable, Sequence[str]],
                    predictions: Mapping[Hashable, str],
                    tokenizer: ptb_tokenizer.PTBTokenizer | None = None
                    ) -> tuple[dict, dict]:
-  """PTB-tokenises references and predictions in one Java call."""
+  """PTB-tokenises references and predictions in one Java call.
+
+  Captions are normalised first (ptb_tokenizer.normalize_caption: line
+  separators, control and format characters become spaces) and every output
+  line is checked to belong to its caption; a caption that cannot be
+  tokenised raises, naming its image, instead of shifting later captions
+  onto other images.
+  """
   tokenizer = tokenizer or ptb_tokenizer.PTBTokenizer()
-  combined = {("ref", k): [{"caption": c} for c in caps]
-              for k, caps in references.items()}
-  combined.update({("res", k): [{"caption": c}]
-                   for k, c in predictions.items()})
-  tok = tokenizer.tokenize(combined)
-  gts = {k: tok[("ref", k)] for k in references}
-  res = {k: tok[("res", k)] for k in predictions}
+  owners: list[tuple[str, Hashable]] = []
+  names: list[str] = []
+  sentences: list[str] = []
+  for k, caps in references.items():
+    if isinstance(caps, (str, bytes)):  # a bare string would be split into chars
+      raise ValueError(f"image {k!r}: references must be a list of captions, "
+                       f"got {type(caps).__name__}")
+    for j, c in enumerate(caps):
+      owners.append(("ref", k))
+      names.append(f"image {k!r} reference {j}")
+      sentences.append(c)
+  for k, c in predictions.items():
+    owners.append(("res", k))
+    names.append(f"image {k!r} prediction")
+    sentences.append(c)
+  lines = tokenizer.tokenize_lines(sentences, names)
+  if len(lines) != len(sentences):  # tokenize_lines checks; never zip blindly
+    raise ptb_tokenizer.TokenizerMismatchError(
+        f"{len(lines)} tokenized lines for {len(sentences)} captions")
+  gts: dict = {k: [] for k in references}
+  res: dict = {k: [] for k in predictions}
+  for (side, k), line in zip(owners, lines):
+    (gts if side == "ref" else res)[k].append(line)
   return gts, res
 
 

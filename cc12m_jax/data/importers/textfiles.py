@@ -1,0 +1,73 @@
+"""Line-oriented inputs (TSV, JSON Lines) read in parallel byte ranges.
+
+Feature TSVs are often one file of many GB, so a file is cut into byte
+ranges that different workers read: a line belongs to the range holding its
+first byte. Line numbers are only needed to name a bad row, so a range
+counts the newlines before its start (one scan of the file's prefix) the
+first time it has a bad row, not for every line. Compressed files cannot be
+cut and are one range.
+"""
+from typing import Iterable, Iterator
+
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+
+DEFAULT_SPLIT_BYTES = 64 << 20
+_SCAN_CHUNK = 16 << 20
+
+
+def _compressed(path: str) -> bool:
+  return CompressionTypes.detect_compression_type(path) != CompressionTypes.UNCOMPRESSED
+
+
+def byte_ranges(path: str, size: int, split_bytes: int = DEFAULT_SPLIT_BYTES
+                ) -> list[tuple[str, int, int]]:
+  """(path, start, end) ranges covering the file; one for compressed files."""
+  if _compressed(path) or size <= split_bytes:
+    return [(path, 0, max(size, 1))]
+  return [(path, start, min(start + split_bytes, size))
+          for start in range(0, size, split_bytes)]
+
+
+def read_range(path: str, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+  """(index of the line within the range, line without its newline)."""
+  if _compressed(path):
+    f = FileSystems.open(path)  # compression detected from the name
+    start, end = 0, float("inf")
+  else:
+    f = FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED)
+  with f:
+    position = start
+    if start > 0:
+      # The line holding byte start-1 began in an earlier range; skip it.
+      f.seek(start - 1)
+      position = start - 1 + len(f.readline())
+    index = 0
+    while position < end:
+      line = f.readline()
+      if not line:
+        break
+      position += len(line)
+      yield index, line.rstrip(b"\r\n")
+      index += 1
+
+
+def newlines_before(path: str, offsets: Iterable[int]) -> dict[int, int]:
+  """{offset: newlines in the file's first `offset` bytes} for all offsets,
+  in one pass over the file (the line number of a range start, minus one)."""
+  wanted = sorted(set(offsets))
+  counts = {o: 0 for o in wanted if o <= 0}
+  wanted = [o for o in wanted if o > 0]
+  if not wanted:
+    return counts
+  count = position = 0
+  with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    for offset in wanted:
+      while position < offset:
+        chunk = f.read(min(_SCAN_CHUNK, offset - position))
+        if not chunk:
+          break
+        count += chunk.count(b"\n")
+        position += len(chunk)
+      counts[offset] = count
+  return counts

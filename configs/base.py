@@ -48,14 +48,14 @@ def data_config() -> ml_collections.ConfigDict:
   # few cores), or 'auto' (parallel iff any file path has a scheme like gs://).
   c.read_parallelism = "auto"
   c.seed = 0
-  # Records are parsed in chunks of this many (batched parsing is much
-  # faster than per-record parsing), before the per-host batch is formed.
-  # 512 amortizes the ~440 ops of a chunk's parse + tokenize map better than
-  # 256 (+6% examples/s on 2 cores); 1024 is slower (chunks leave the cache).
+  # Records are parsed in chunks of this many, before the per-host batch is
+  # formed: the parse + tokenize map has a fixed cost per op, which a larger
+  # chunk spreads over more records, until the chunk no longer fits in the
+  # CPU cache (docs/benchmarks.md, input pipeline).
   c.parse_batch_size = 512
   # Keep freed host memory for reuse instead of returning it to the kernel
-  # (glibc mallopt; cc12m_jax/data/host_memory.py): batches of large feature
-  # buffers otherwise page-fault afresh, ~20% of input throughput.
+  # (glibc mallopt; cc12m_jax/data/host_memory.py): otherwise every batch's
+  # large feature buffers are page-faulted in afresh (docs/benchmarks.md).
   c.retain_host_memory = True
   return c
 
@@ -126,9 +126,9 @@ def train_config() -> ml_collections.ConfigDict:
   # Fault injection for resume tests: SIGKILL the process right after this
   # step (once its checkpoint, if any, is durable). -1: never.
   c.fault_kill_at_step = -1
-  # Random bits for dropout: "rbg" (XLA RngBitGenerator: ~30% faster train
-  # step on CPU, deterministic for a fixed mesh, but the masks depend on the
-  # sharding layout) or "threefry" (identical masks on every mesh).
+  # Random bits for dropout: "rbg" (XLA RngBitGenerator: far cheaper bits
+  # than JAX's threefry, deterministic for a fixed mesh, but the masks depend
+  # on the sharding layout) or "threefry" (identical masks on every mesh).
   c.dropout_rng = "rbg"
   return c
 

@@ -1,15 +1,14 @@
 """Keeps freed host memory in the process, so input buffers are not page-faulted afresh.
 
-A training batch of feature records is large (256 CC12M-shaped records are
-~8.4 MB of region features) and the input pipeline allocates several buffers
-of that size per batch: the batched serialized records, the parsed features,
-the rebatched arrays. glibc's default policy hands freed memory back to the
+A training batch of feature records is large (the region features of 256
+records, 16 regions x 512 float32 values each, are 8.4 MB) and the input
+pipeline allocates several buffers of that size per batch: the batched
+serialized records, the parsed features, the rebatched arrays. glibc's default policy hands freed memory back to the
 kernel once more than twice the largest recent block sits free at the top of
 an arena (`M_TRIM_THRESHOLD` follows `M_MMAP_THRESHOLD` dynamically), and
 tf.data's worker threads free such blocks all the time. Every batch then
-faults its pages in again: measured on the 2-core development VM, about a
-fifth of the bytes allocated were fresh pages, ~4 s of kernel time per minute
-of input, and 14-16k examples/s instead of ~18k (docs/benchmarks.md).
+faults its pages in again, and the kernel time that costs grows with the
+bytes read (docs/benchmarks.md, input pipeline).
 
 `retain_freed_memory` fixes both thresholds: blocks up to 32 MiB (glibc's
 largest mmap threshold on 64-bit) come from the heap, and up to 1 GiB of free

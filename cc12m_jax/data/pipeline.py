@@ -167,8 +167,8 @@ def parallel_reads(files: Sequence[str], read_parallelism: str) -> bool:
 
   'auto' is parallel for remote storage (a path with a scheme such as gs://),
   where per-file latency dominates, and sequential for local files, where a
-  thread hand-off per record costs more CPU than it hides (~25% of the read
-  cost on a 2-core host; benchmarks/input_pipeline.py).
+  thread hand-off per record costs more CPU than it hides on a host with few
+  cores (docs/benchmarks.md, input pipeline).
   """
   if read_parallelism not in READ_PARALLELISM:
     raise ValueError(f"config.data.read_parallelism={read_parallelism!r}: choose one of "
@@ -304,7 +304,7 @@ def _options() -> tf.data.Options:
   options.deterministic = True
   # Each op of a tf.data function on one thread: the pipeline's parallelism
   # comes from its parallel stages, and ops splitting themselves over the
-  # same few cores only contend (+10-20% examples/s on 2 cores).
+  # same few cores only contend.
   options.threading.max_intra_op_parallelism = 1
   # The skip counters are tf.Variables updated inside the pipeline; they are
   # checkpointed next to the iterator instead of inside it.
@@ -347,7 +347,7 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
       ds = ds.shuffle(data_cfg.shuffle_buffer, seed=seed,
                       reshuffle_each_iteration=True)
     # Copying records into a chunk in parallel keeps the single reading thread
-    # off the critical path (~5-10% examples/s on 2 cores); order unchanged.
+    # off the critical path; order unchanged.
     ds = ds.repeat().batch(data_cfg.parse_batch_size, num_parallel_calls=AUTOTUNE,
                            deterministic=True)
     # Device-ready examples in chunks of varying size (filtering, captions).
@@ -387,8 +387,8 @@ def to_device(host_batch: dict, sharding: jax.sharding.Sharding,
   """Host-local numpy arrays -> global jax.Arrays (batch axis sharded)."""
   if jax.process_count() == 1:
     # One host holds the whole batch: one batched transfer is cheaper, and a
-    # list costs ~0.3 ms less per batch than a dict (pytree handling on the
-    # consumer thread, which feeds the train step).
+    # list needs less pytree handling than a dict on the consumer thread,
+    # which feeds the train step.
     arrays = jax.device_put([host_batch[k] for k in keys], sharding)
     return dict(zip(keys, arrays))
   return {k: jax.make_array_from_process_local_data(sharding, host_batch[k])

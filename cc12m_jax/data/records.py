@@ -2,7 +2,8 @@
 
 The schema is documented in docs/record_format.md. Float arrays are stored as
 raw little-endian bytes (one bytes feature per array), because
-`tf.io.decode_raw` on a batch is many times faster than parsing FloatLists.
+`tf.io.decode_raw` decodes a whole batch of them in one op, where FloatLists
+are parsed value by value.
 The global and region features are float32 or float16, a property of the
 dataset (`feature_dtype` in its metadata.json); boxes and tag scores are
 always float32. The parser yields float32 either way.

@@ -3,10 +3,11 @@
 A training batch of feature records is large (the region features of 256
 records, 16 regions x 512 float32 values each, are 8.4 MB) and the input
 pipeline allocates several buffers of that size per batch: the batched
-serialized records, the parsed features, the rebatched arrays. glibc's default policy hands freed memory back to the
-kernel once more than twice the largest recent block sits free at the top of
-an arena (`M_TRIM_THRESHOLD` follows `M_MMAP_THRESHOLD` dynamically), and
-tf.data's worker threads free such blocks all the time. Every batch then
+serialized records, the parsed features, the rebatched arrays. glibc's
+default policy hands freed memory back to the kernel once more than twice the
+largest recent block sits free at the top of an arena (`M_TRIM_THRESHOLD`
+follows `M_MMAP_THRESHOLD` dynamically), and tf.data's worker threads free
+such blocks all the time. Every batch then
 faults its pages in again, and the kernel time that costs grows with the
 bytes read (docs/benchmarks.md, input pipeline).
 

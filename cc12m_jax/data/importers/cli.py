@@ -8,6 +8,11 @@ r"""Command line of the importers (`python -m cc12m_jax.data.importers`).
 locnar, curated. Flags this program does not know are Beam pipeline options
 (--runner=DataflowRunner --project=... --temp_location=gs://...); by default
 Beam's local runner with a worker per core. docs/importers.md has examples.
+
+    python -m cc12m_jax.data.importers tfds --config=coco --manual_dir=DIR \
+        --data_dir=TFDS_DIR
+
+builds a TensorFlow Datasets dataset from imported records (tfds_builder.py).
 """
 import argparse
 import difflib
@@ -80,7 +85,24 @@ def _parser() -> argparse.ArgumentParser:
     if name == "nocaps":
       s.add_argument("--image_info", type=_patterns, default=[],
                      help="nocaps image-info JSON patterns (val or test)")
+  s = sub.add_parser("tfds", help="build a TFDS dataset from imported records "
+                     "(cc12m_jax/data/tfds_builder.py)")
+  s.add_argument("--config", required=True, help="coco, nocaps, flickr30k, cc3m, ...")
+  s.add_argument("--manual_dir", required=True, help="a data_dir of feature records")
+  s.add_argument("--data_dir", required=True, help="the TFDS data_dir to write")
   return parser
+
+
+def _build_tfds(args) -> int:
+  from cc12m_jax.data import tfds_builder  # pylint: disable=g-import-not-at-top
+  if args.config not in tfds_builder.SPLITS:
+    print(f"error: --config={args.config!r}: choose one of {sorted(tfds_builder.SPLITS)}",
+          file=sys.stderr)
+    return 1
+  builder = tfds_builder.build(args.config, args.manual_dir, args.data_dir)
+  for split, info in builder.info.splits.items():
+    print(f"{tfds_builder.NAME}/{args.config} {split}: {info.num_examples} examples")
+  return 0
 
 
 def _check_beam_args(args: Sequence[str]) -> None:
@@ -100,6 +122,10 @@ def _check_beam_args(args: Sequence[str]) -> None:
 def main(argv: Optional[Sequence[str]] = None) -> int:
   argv = list(sys.argv[1:] if argv is None else argv)
   args, beam_args = _parser().parse_known_args(argv)
+  if args.format == "tfds":
+    if beam_args:
+      raise SystemExit(f"unexpected arguments {beam_args}")
+    return _build_tfds(args)
   _check_beam_args(beam_args)
   fmt = ALIASES.get(args.format, args.format)
   spec = pipeline_lib.ImportSpec(

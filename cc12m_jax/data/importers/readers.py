@@ -82,8 +82,8 @@ class _ParseRangeFn(_ParseFn):
 
   def process(self, byte_range: tuple[str, int, int]) -> Iterator:
     path, start, end = byte_range
-    for index, line in textfiles.read_range(path, start, end):
-      location = rows_lib.Location(path, start, index, is_line=True)
+    for offset, line in textfiles.read_range(path, start, end):
+      location = rows_lib.Location(path, offset, is_line=True)
       try:
         row = self.parse(location, line)
       except rows_lib.RowError as err:

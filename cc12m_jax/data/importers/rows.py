@@ -58,27 +58,27 @@ class RowError(ValueError):
 class Location:
   """Where a row came from: a line of a text file, a JSON entry, or a file.
 
-  A line is named by the byte range holding it (`start`) and its index in
-  that range until its 1-based `line` number is resolved (textfiles.py: line
-  numbers cost a scan of the file's prefix, paid only for bad rows).
-  Ordered by (file, start, index) = file order, so the join's "first row
-  wins" is the same on every runner.
+  A line is named by the byte offset where it starts until its 1-based
+  `line` number is resolved (textfiles.py: a line number costs a scan of the
+  file's prefix, paid only for bad rows). Ordered by (file, offset, entry
+  index) = file order, so the join's "first row wins" is the same on every
+  runner.
   """
   path: str
-  start: int = 0         # byte offset of the range holding the line
-  index: int = 0         # line index in that range, or entry index in a file
+  start: int = 0         # byte offset of the line
+  index: int = 0         # entry index in a whole-file input
   entry: str = ""        # JSON entry, e.g. "annotations[12]"
   is_line: bool = False
   line: int = 0          # 1-based, once resolved
 
   def with_line(self, newlines_before_start: int) -> "Location":
-    return dataclasses.replace(self, line=newlines_before_start + self.index + 1)
+    return dataclasses.replace(self, line=newlines_before_start + 1)
 
   def __str__(self) -> str:
     if self.line:
       return f"{self.path}:{self.line}"
     if self.is_line:
-      return f"{self.path}: line {self.index + 1} after byte {self.start}"
+      return f"{self.path}: the line at byte {self.start}"
     if self.entry:
       return f"{self.path}: {self.entry}"
     return self.path

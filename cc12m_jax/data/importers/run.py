@@ -9,6 +9,7 @@ asked for or when there is none yet.
 import dataclasses
 import json
 import os
+import re
 from typing import Callable, Optional, Sequence
 
 import apache_beam as beam
@@ -44,7 +45,9 @@ def bad_row_error(error: BaseException) -> Optional[rows_lib.BadRowError]:
   start = text.find("bad row: ")
   if start < 0:
     return None
-  return rows_lib.BadRowError(text[start:].splitlines()[0].strip().rstrip("'\""))
+  line = text[start:].splitlines()[0]
+  line = re.sub(r" \[while running '[^']*'\]", "", line)  # Beam's step name
+  return rows_lib.BadRowError(line.strip().rstrip("'\""))
 
 
 def run_import(spec: pipeline_lib.ImportSpec, beam_args: Sequence[str] = (), *,

@@ -2,9 +2,9 @@
 
 Feature TSVs are often one file of many GB, so a file is cut into byte
 ranges that different workers read: a line belongs to the range holding its
-first byte. Line numbers are only needed to name a bad row, so a range
-counts the newlines before its start (one scan of the file's prefix) the
-first time it has a bad row, not for every line. Compressed files cannot be
+first byte. A line is known by its byte offset; its number is only needed
+to name a bad row, so it is computed then, by counting the newlines before
+the offset (one pass over a file for all of its bad rows). Compressed files cannot be
 cut and are one range.
 """
 from typing import Iterable, Iterator
@@ -30,7 +30,7 @@ def byte_ranges(path: str, size: int, split_bytes: int = DEFAULT_SPLIT_BYTES
 
 
 def read_range(path: str, start: int, end: int) -> Iterator[tuple[int, bytes]]:
-  """(index of the line within the range, line without its newline)."""
+  """(byte offset where the line starts, line without its newline)."""
   if _compressed(path):
     f = FileSystems.open(path)  # compression detected from the name
     start, end = 0, float("inf")
@@ -42,19 +42,17 @@ def read_range(path: str, start: int, end: int) -> Iterator[tuple[int, bytes]]:
       # The line holding byte start-1 began in an earlier range; skip it.
       f.seek(start - 1)
       position = start - 1 + len(f.readline())
-    index = 0
     while position < end:
       line = f.readline()
       if not line:
         break
+      yield position, line.rstrip(b"\r\n")
       position += len(line)
-      yield index, line.rstrip(b"\r\n")
-      index += 1
 
 
 def newlines_before(path: str, offsets: Iterable[int]) -> dict[int, int]:
   """{offset: newlines in the file's first `offset` bytes} for all offsets,
-  in one pass over the file (the line number of a range start, minus one)."""
+  in one pass over the file (for a line's start: its line number - 1)."""
   wanted = sorted(set(offsets))
   counts = {o: 0 for o in wanted if o <= 0}
   wanted = [o for o in wanted if o > 0]

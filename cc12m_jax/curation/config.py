@@ -20,7 +20,18 @@ def _image() -> ml_collections.ConfigDict:
   c.allowed_formats = "JPEG"       # comma-separated Pillow format names
   c.min_shorter_side = 400         # shorter side must be STRICTLY larger (px)
   c.max_aspect_ratio = 2.5         # larger/smaller side, inclusive
-  c.max_safety_score = 0.5         # reject when score >= this; absent -> pass
+  c.max_safety_score = 0.5         # reject when score >= this
+  # Missing information is an explicit policy, counted either way
+  # (docs/curation.md): a candidate without a safety score is rejected
+  # (image/missing_safety_score) or accepted (counted as
+  # noted/image/missing_safety_score). 'accept' keeps pools where only some
+  # candidates were scored usable; set 'reject' when every image was scored.
+  c.missing_safety = "accept"      # accept | reject
+  # No format or no size and no image bytes (a CC-style TSV line, img2dataset
+  # metadata without the images): rejected (image/missing_metadata), or the
+  # checks that need the missing value are skipped (counted as
+  # noted/image/missing_metadata).
+  c.missing_metadata = "reject"    # reject | skip_filter
   return c
 
 
@@ -59,6 +70,10 @@ def _image_text() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.min_tag_score = 0.5            # tags below this confidence are ignored
   c.min_tag_overlap = 1            # tags whose words all occur in the alt-text
+  # A candidate without a tags field (an empty list is a tagger that found
+  # nothing): rejected (image_text/missing_tags), or this filter is skipped
+  # for it (counted as noted/image_text/missing_tags).
+  c.missing_tags = "reject"        # reject | skip_filter
   return c
 
 
@@ -135,8 +150,8 @@ def preset_config(preset: str) -> ml_collections.ConfigDict:
     raise ValueError(f"unknown curation preset {preset!r}; expected one of {PRESETS}")
   c = ml_collections.ConfigDict()
   c.preset = preset
-  c.input = ""              # comma-separated globs of .jsonl/.parquet shards
-  c.input_format = "auto"   # auto (by extension) | jsonl | parquet
+  c.input = ""              # comma-separated globs of .jsonl/.tsv/.parquet shards
+  c.input_format = "auto"   # auto (by extension) | jsonl | tsv | parquet
   c.output_dir = ""
   c.output_format = "jsonl"  # jsonl | parquet
   c.num_output_shards = 4    # 0: let the runner decide
@@ -167,11 +182,18 @@ def validate(config: ml_collections.ConfigDict) -> None:
   check(config.preset in PRESETS, "preset", f"expected one of {PRESETS}")
   check(bool(config.input), "input", "set --config.input to the raw candidate shards")
   check(bool(config.output_dir), "output_dir", "set --config.output_dir")
-  check(config.input_format in ("auto", "jsonl", "parquet"), "input_format", "auto|jsonl|parquet")
+  check(config.input_format in ("auto", "jsonl", "tsv", "parquet"), "input_format",
+        "auto|jsonl|tsv|parquet")
   check(config.output_format in ("jsonl", "parquet"), "output_format", "jsonl|parquet")
   check(config.num_output_shards >= 0, "num_output_shards", "must be >= 0")
   check(config.image.min_shorter_side >= 0, "image.min_shorter_side", "must be >= 0")
   check(config.image.max_aspect_ratio >= 1.0, "image.max_aspect_ratio", "must be >= 1")
+  check(config.image.missing_safety in ("accept", "reject"), "image.missing_safety",
+        "accept|reject")
+  check(config.image.missing_metadata in ("reject", "skip_filter"), "image.missing_metadata",
+        "reject|skip_filter")
+  check(config.image_text.missing_tags in ("reject", "skip_filter"), "image_text.missing_tags",
+        "reject|skip_filter")
   check(1 <= config.text.min_words <= config.text.max_words, "text.min_words",
         "need 1 <= min_words <= max_words")
   for field in ("text.min_latin_letter_ratio", "text.max_uppercase_letter_ratio",

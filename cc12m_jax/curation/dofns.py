@@ -2,17 +2,30 @@
 
 Work is fused into few DoFns because per-element Beam overhead would otherwise
 rival spaCy's cost (benchmarks/curation.py):
-  FilterFn     parse + exclusion + image + surface-text + image-text checks;
+  ParseFn      one read line / row -> Candidate (candidates.parse_candidate);
+  FirstOfIdFn  after a group-by-id: the first record of an id (by file, line)
+               is kept, later ones are rejected as input/duplicate_id;
+  FilterFn     exclusion + image + surface-text + image-text checks;
   NlpFn        spaCy on batches (`nlp.pipe`), POS checks, transforms;
   RareWordFn   rare-word check against the corpus-wide rare-token set.
 Every element leaves each DoFn either on the main output or on REJECTED as
-(id, reason), and bumps a Beam counter named after its fate (progress in any
-runner's UI; totals reconcile: input = kept + rejections).
+(reason, JSON line of the reject), and bumps a Beam counter named after its
+fate (progress in any runner's UI; totals reconcile: input = kept +
+rejections). FilterFn also emits NOTED reasons for candidates that passed
+only because a missing-data policy let them (config image.missing_*,
+image_text.missing_tags).
+
+Hostile input never fails the job: each DoFn catches any exception raised
+while handling one element and rejects that element as input/unreadable, with
+its id when known, its source (file:line) and the error; the first few per
+worker are logged with their traceback (a bug in our code would show there,
+and in the counts table, rather than as a failed job).
 """
+import json
 import logging
 import time
 from collections import Counter
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Optional
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -24,6 +37,7 @@ from cc12m_jax.curation import config as config_lib
 from cc12m_jax.curation import hypernyms as hypernyms_lib
 from cc12m_jax.curation import image_filter
 from cc12m_jax.curation import nlp as nlp_lib
+from cc12m_jax.curation import shards
 from cc12m_jax.curation import tag_overlap
 from cc12m_jax.curation import text_filter
 from cc12m_jax.curation import transforms
@@ -31,6 +45,50 @@ from cc12m_jax.curation import words as words_lib
 
 NAMESPACE = "curation"
 REJECTED = "rejected"
+NOTED = "noted"
+UNREADABLE = "input/unreadable"
+_LOGGED_ERRORS_PER_WORKER = 10
+_MAX_DETAIL = 500
+_MAX_RAW_ID = 1000
+
+
+def reject_line(reason: str, record_id: Optional[str] = None,
+                source: Optional[tuple[str, int]] = None, detail: str = "",
+                raw_id: Any = None) -> str:
+  """One rejects-*.jsonl line: {"id", "reason", "source", "detail", "raw_id"}.
+
+  "id" is the record's string id, or null when it has none (then "source",
+  file:line, finds it). A non-string id is kept as found under "raw_id".
+  ASCII-only JSON (ensure_ascii), so even an id with a lone surrogate is
+  written, as a \\udXXX escape.
+  """
+  out = {"id": record_id, "reason": reason}
+  if source is not None:
+    out["source"] = shards.format_source(source)
+  if detail:
+    out["detail"] = str(detail)[:_MAX_DETAIL]
+  if raw_id is not None:
+    try:
+      text = json.dumps(raw_id)
+      out["raw_id"] = raw_id if len(text) <= _MAX_RAW_ID else text[:_MAX_RAW_ID] + "..."
+    except (TypeError, ValueError, RecursionError):
+      try:
+        out["raw_id"] = repr(raw_id)[:_MAX_RAW_ID]
+      except Exception:  # pylint: disable=broad-except
+        out["raw_id"] = f"<unprintable {type(raw_id).__name__}>"
+  try:
+    return json.dumps(out, ensure_ascii=True)
+  except (TypeError, ValueError, RecursionError):
+    out.pop("raw_id", None)
+    return json.dumps(out, ensure_ascii=True, default=repr)
+
+
+def _error_text(stage: str, err: BaseException) -> str:
+  try:
+    message = str(err)
+  except Exception:  # pylint: disable=broad-except
+    message = "<unprintable>"
+  return f"{stage}: {type(err).__name__}: {message}"[:_MAX_DETAIL]
 
 
 class _CountingDoFn(beam.DoFn):
@@ -39,6 +97,7 @@ class _CountingDoFn(beam.DoFn):
   def __init__(self):
     super().__init__()
     self._counters = {}
+    self._logged_errors = 0
 
   def _count(self, name: str, n: int = 1) -> None:
     counter = self._counters.get(name)
@@ -46,9 +105,41 @@ class _CountingDoFn(beam.DoFn):
       counter = self._counters[name] = Metrics.counter(NAMESPACE, name)
     counter.inc(n)
 
-  def _reject(self, record_id: str, reason: str) -> beam.pvalue.TaggedOutput:
+  def _reject(self, reason: str, record_id: Optional[str] = None,
+              source: Optional[tuple[str, int]] = None, detail: str = "",
+              raw_id: Any = None) -> beam.pvalue.TaggedOutput:
+    line = reject_line(reason, record_id, source, detail, raw_id)
     self._count("rejected/" + reason)
-    return beam.pvalue.TaggedOutput(REJECTED, (record_id, reason))
+    return beam.pvalue.TaggedOutput(REJECTED, (reason, line))
+
+  def _note(self, note: str) -> beam.pvalue.TaggedOutput:
+    self._count("noted/" + note)
+    return beam.pvalue.TaggedOutput(NOTED, note)
+
+  def _unreadable(self, stage: str, err: Exception, record_id: Optional[str],
+                  source: Optional[tuple[str, int]]) -> beam.pvalue.TaggedOutput:
+    """The element that raised, rejected as input/unreadable (logged a few times)."""
+    if self._logged_errors < _LOGGED_ERRORS_PER_WORKER:
+      self._logged_errors += 1
+      logging.warning("curation %s: rejecting %s (%s) as %s", stage, record_id,
+                      shards.format_source(source), UNREADABLE, exc_info=err)
+    return self._reject(UNREADABLE, record_id, source, _error_text(stage, err))
+
+
+def _recoverable_id(payload: Any) -> Optional[str]:
+  """The record's string id if reading it does not raise too."""
+  try:
+    return candidates_lib.record_id_of(payload)
+  except Exception:  # pylint: disable=broad-except
+    return None
+
+
+def _source_of(record: Any) -> Optional[tuple[str, int]]:
+  try:
+    source = record.get("source") if isinstance(record, dict) else None
+    return tuple(source) if isinstance(source, (tuple, list)) and len(source) == 2 else None
+  except Exception:  # pylint: disable=broad-except
+    return None
 
 
 def exclusion_keys(record: dict[str, Any]) -> list[str]:
@@ -58,28 +149,92 @@ def exclusion_keys(record: dict[str, Any]) -> list[str]:
                         ("image_sha256", "sha:")):
     value = record.get(field)
     if isinstance(value, str) and value:
-      keys.append(prefix + value)
+      keys.append(prefix + (value.strip() if prefix == "url:" else value))
   return keys
 
 
+class ParseFn(_CountingDoFn):
+  """((path, n), kind, payload) from shards.ReadRecords -> Candidate with its "source"."""
+
+  def process(self, element: Any) -> Iterator[Any]:
+    self._count("input")
+    source = payload = None
+    try:
+      source, kind, payload = element
+      out = parse_element(payload, kind, source)
+      if isinstance(out, candidates_lib.Rejection):
+        out = self._reject(out.reason, out.record_id, source, out.detail, out.raw_id)
+    except Exception as err:  # pylint: disable=broad-except
+      out = self._unreadable("parse", err, _recoverable_id(payload), source)
+    yield out
+
+
+def parse_element(payload: Any, kind: Optional[str],
+                  source: Optional[tuple[str, int]]) -> Any:
+  """candidates.parse_candidate plus the record's source (path, line or row)."""
+  parsed = candidates_lib.parse_candidate(payload, kind)
+  if isinstance(parsed, dict):
+    parsed["source"] = source
+  return parsed
+
+
+class FirstOfIdFn(_CountingDoFn):
+  """(id, candidates) after GroupByKey -> the first by source; the rest rejected.
+
+  Beam has no global order, so "first" is the smallest (path, line or row
+  number): the same choice on every runner and every run.
+  """
+
+  def process(self, element: tuple[str, Iterable[dict[str, Any]]]) -> Iterator[Any]:
+    record_id, group = element
+    group = list(group)
+    try:
+      group.sort(key=lambda c: c["source"] or ("", 0))
+    except Exception as err:  # pylint: disable=broad-except
+      for candidate in group:
+        yield self._unreadable("dedupe", err, record_id, _source_of(candidate))
+      return
+    yield group[0]
+    first = shards.format_source(group[0]["source"])
+    for candidate in group[1:]:
+      yield self._reject("input/duplicate_id", record_id, _source_of(candidate),
+                         f"first seen at {first}" if first else "")
+
+
 class FilterFn(_CountingDoFn):
-  """Raw record -> Candidate with its `words`, or a rejection (all pre-NLP checks)."""
+  """Candidate -> Candidate, or a rejection (all pre-NLP checks).
+
+  A raw record (a dict or JSON line, not yet parsed) is parsed first, so
+  FilterFn alone runs the whole pre-NLP stage on in-memory records (tests,
+  benchmarks/curation.py); in the pipeline ParseFn and the id check run first.
+  """
 
   def __init__(self, config: ml_collections.ConfigDict):
     super().__init__()
     self.config = config_lib.frozen(config)
 
-  def process(self, raw: Any, excluded: Iterable[str] = ()) -> Iterator[Any]:
-    self._count("input")
-    candidate = candidates_lib.parse_candidate(raw)
-    if isinstance(candidate, str):
-      record_id = raw.get("id") if isinstance(raw, dict) else None
-      yield self._reject(str(record_id or ""), candidate)
-      return
-    record_id = candidate["id"]
+  def process(self, element: Any, excluded: Iterable[str] = ()) -> Iterator[Any]:
+    if not (isinstance(element, dict) and isinstance(element.get("source"), tuple)):
+      self._count("input")
+      try:
+        element = parse_element(element, None, None)
+      except Exception as err:  # pylint: disable=broad-except
+        yield self._unreadable("parse", err, _recoverable_id(element), None)
+        return
+      if isinstance(element, candidates_lib.Rejection):
+        yield self._reject(element.reason, element.record_id, None, element.detail,
+                           element.raw_id)
+        return
+    try:
+      outputs = self._check(element, excluded)
+    except Exception as err:  # pylint: disable=broad-except
+      outputs = [self._unreadable("filter", err, _recoverable_id(element), _source_of(element))]
+    yield from outputs
+
+  def _check(self, candidate: dict[str, Any], excluded: Iterable[str]) -> list[Any]:
+    record_id, source = candidate["id"], _source_of(candidate)
     if excluded and any(key in excluded for key in exclusion_keys(candidate)):
-      yield self._reject(record_id, "excluded/in_other_dataset")
-      return
+      return [self._reject("excluded/in_other_dataset", record_id, source)]
     reason = image_filter.image_rejection(candidate, self.config.image)
     if reason is None and len(candidate["alt_text"]) > self.config.text.max_chars:
       reason = "text/too_many_chars"
@@ -90,9 +245,11 @@ class FilterFn(_CountingDoFn):
       reason = tag_overlap.tag_overlap_rejection(text_words, candidate["tags"],
                                                  self.config.image_text)
     if reason is not None:
-      yield self._reject(record_id, reason)
-      return
-    yield candidate
+      return [self._reject(reason, record_id, source)]
+    notes = image_filter.image_notes(candidate, self.config.image)
+    if candidate["tags"] is None and self.config.image_text.min_tag_overlap > 0:
+      notes.append(tag_overlap.NOTE_MISSING_TAGS)
+    return [candidate] + [self._note(n) for n in notes]
 
 
 class NlpFn(_CountingDoFn):
@@ -124,31 +281,52 @@ class NlpFn(_CountingDoFn):
                    self._done, self._done / max(now - self._start, 1e-9))
 
   def process(self, batch: list[dict[str, Any]]) -> Iterator[Any]:
-    analyses = nlp_lib.analyze(self._nlp, (c["alt_text"] for c in batch),
-                               self.config.nlp.batch_size)
+    try:
+      analyses = list(nlp_lib.analyze(self._nlp, (c["alt_text"] for c in batch),
+                                      self.config.nlp.batch_size))
+      if len(analyses) != len(batch):
+        raise RuntimeError(f"{len(analyses)} analyses for {len(batch)} texts")
+    except Exception:  # pylint: disable=broad-except
+      # One text broke the batch: analyse one by one to find it.
+      analyses = [self._analyze_one(c) for c in batch]
     for candidate, analysis in zip(batch, analyses):
-      reason = text_filter.pos_rejection(analysis, self.config.text)
-      if reason is not None:
-        yield self._reject(candidate["id"], reason)
-        continue
-      out = transforms.transform(candidate["alt_text"], analysis, self.config.transform,
-                                 self._hypernym)
-      if out.num_person_spans:
-        self._count("transform/person_spans", out.num_person_spans)
-      if out.num_deleted_spans:
-        self._count("transform/deleted_spans", out.num_deleted_spans)
-      if out.num_hypernymized:
-        self._count("transform/hypernymized_spans", out.num_hypernymized)
-      tokens = words_lib.caption_tokens(out.caption)
-      if not tokens:  # e.g. the whole alt-text was a deleted date span
-        yield self._reject(candidate["id"], "transform/empty_caption")
-        continue
-      record = dict(candidate)
-      record["caption"] = out.caption
-      record["caption_tokens"] = tokens
-      record["person_substituted"] = out.num_person_spans > 0
-      yield record
+      try:
+        if isinstance(analysis, Exception):
+          raise analysis
+        out = self._finish(candidate, analysis)
+      except Exception as err:  # pylint: disable=broad-except
+        out = self._unreadable("nlp", err, _recoverable_id(candidate), _source_of(candidate))
+      yield out
     self._progress(len(batch))
+
+  def _analyze_one(self, candidate: dict[str, Any]) -> Any:
+    try:
+      return nlp_lib.analyze(self._nlp, [candidate["alt_text"]], 1)[0]
+    except Exception as err:  # pylint: disable=broad-except
+      return err
+
+  def _finish(self, candidate: dict[str, Any], analysis: nlp_lib.Analysis) -> Any:
+    """POS checks and transforms of one analysed candidate: the record or a rejection."""
+    record_id, source = candidate["id"], _source_of(candidate)
+    reason = text_filter.pos_rejection(analysis, self.config.text)
+    if reason is not None:
+      return self._reject(reason, record_id, source)
+    out = transforms.transform(candidate["alt_text"], analysis, self.config.transform,
+                               self._hypernym)
+    tokens = words_lib.caption_tokens(out.caption)
+    if out.num_person_spans:
+      self._count("transform/person_spans", out.num_person_spans)
+    if out.num_deleted_spans:
+      self._count("transform/deleted_spans", out.num_deleted_spans)
+    if out.num_hypernymized:
+      self._count("transform/hypernymized_spans", out.num_hypernymized)
+    if not tokens:  # e.g. the whole alt-text was a deleted date span
+      return self._reject("transform/empty_caption", record_id, source)
+    record = dict(candidate)
+    record["caption"] = out.caption
+    record["caption_tokens"] = tokens
+    record["person_substituted"] = out.num_person_spans > 0
+    return record
 
 
 class BundleTokenCountFn(beam.DoFn):
@@ -171,14 +349,20 @@ class BundleTokenCountFn(beam.DoFn):
 
 
 class RareWordFn(_CountingDoFn):
-  """Rejects captions holding a corpus-rare token; shapes the kept output record."""
+  """Rejects captions holding a corpus-rare token; shapes and checks the kept record."""
 
   def process(self, record: dict[str, Any], rare_tokens: frozenset) -> Iterator[Any]:
-    if rare_tokens and any(token in rare_tokens for token in record["caption_tokens"]):
-      yield self._reject(record["id"], "text/rare_word")
-      return
-    self._count("kept")
-    yield output_record(record)
+    try:
+      if rare_tokens and any(token in rare_tokens for token in record["caption_tokens"]):
+        out = self._reject("text/rare_word", record["id"], _source_of(record))
+      else:
+        out = output_record(record)
+        shards.check_writable(out)
+    except Exception as err:  # pylint: disable=broad-except
+      out = self._unreadable("output", err, _recoverable_id(record), _source_of(record))
+    if isinstance(out, dict):
+      self._count("kept")
+    yield out
 
 
 def output_record(record: dict[str, Any]) -> dict[str, Any]:
@@ -191,6 +375,6 @@ def output_record(record: dict[str, Any]) -> dict[str, Any]:
       "height": record["height"],
       "caption": record["caption"],
       "alt_text": record["alt_text"],
-      "tags": [{"name": name, "score": float(score)} for name, score in record["tags"]],
+      "tags": [{"name": name, "score": float(score)} for name, score in record["tags"] or ()],
       "person_substituted": record["person_substituted"],
   }

@@ -1,14 +1,18 @@
 """The curation pipeline graph (Apache Beam; any runner).
 
-  raw shards -> FilterFn (parse, exclusion, image, surface text, image-text)
+  raw shards -> ReadRecords ((file, line), kind, payload)
+             -> ParseFn (one line / row -> Candidate, or a rejection)
+             -> GroupByKey(id) -> FirstOfIdFn (first by (file, line); later
+                records of the id rejected as input/duplicate_id)
+             -> FilterFn (exclusion, image, surface text, image-text)
              -> BatchElements -> NlpFn (spaCy batched; POS checks; transforms)
              -> token counts (per bundle, then CombinePerKey) -> rare-token set
              -> RareWordFn (rare set as a side input) -> kept shards
-  every rejection -> rejects shards (id, reason) and counts.json
+  every rejection -> rejects shards (id, reason, source, detail) and counts.json
 
-counts.json holds {"input": n, "kept": n, "rejected/<reason>": n, ...}, computed
-inside the pipeline (so exact on every runner); run.py checks that it
-reconciles and prints it as a table.
+counts.json holds {"input": n, "kept": n, "rejected/<reason>": n,
+"noted/<policy>": n, ...}, computed inside the pipeline (so exact on every
+runner); run.py checks that it reconciles and prints it as a table.
 """
 import json
 import os
@@ -37,20 +41,36 @@ def _rare_tokens(records, min_count: int):
           | "Freeze" >> beam.Map(frozenset))
 
 
+def _exclusion_keys(element):
+  record = io_lib.exclusion_record(element)
+  return dofns.exclusion_keys(record) if record is not None else []
+
+
 def build(p: beam.Pipeline, config: ml_collections.ConfigDict) -> dict[str, beam.PCollection]:
-  """Adds the curation graph to `p`; returns its 'kept' and 'rejected' PCollections."""
+  """Adds the curation graph to `p`; returns 'raw', 'kept', 'rejected', 'noted' PCollections.
+
+  'rejected' holds (reason, JSON line) pairs, 'noted' the note names.
+  """
   raw = p | "Read" >> io_lib.ReadRecords(config.input, config.input_format)
+  parsed = raw | "Parse" >> beam.ParDo(dofns.ParseFn()).with_outputs(
+      dofns.REJECTED, main="ok")
+  unique = (parsed.ok
+            | "KeyById" >> beam.Map(lambda c: (c["id"], c))
+            | "GroupById" >> beam.GroupByKey()
+            | "FirstOfId" >> beam.ParDo(dofns.FirstOfIdFn()).with_outputs(
+                dofns.REJECTED, main="ok"))
+  filter_outputs = (dofns.REJECTED, dofns.NOTED)
   if config.exclude:
     excluded = (p | "ReadExclude" >> io_lib.ReadRecords(config.exclude, "auto")
-                | "ExclusionKeys" >> beam.FlatMap(lambda r: dofns.exclusion_keys(io_lib.as_dict(r)))
+                | "ExclusionKeys" >> beam.FlatMap(_exclusion_keys)
                 | "ExclusionSet" >> beam.combiners.ToSet()
                 | "FreezeExclusion" >> beam.Map(frozenset))
-    filtered = raw | "Filter" >> beam.ParDo(
+    filtered = unique.ok | "Filter" >> beam.ParDo(
         dofns.FilterFn(config), beam.pvalue.AsSingleton(excluded)).with_outputs(
-            dofns.REJECTED, main="ok")
+            *filter_outputs, main="ok")
   else:
-    filtered = raw | "Filter" >> beam.ParDo(dofns.FilterFn(config)).with_outputs(
-        dofns.REJECTED, main="ok")
+    filtered = unique.ok | "Filter" >> beam.ParDo(dofns.FilterFn(config)).with_outputs(
+        *filter_outputs, main="ok")
   batch = config.nlp.batch_size
   analysed = (filtered.ok
               | "Batch" >> beam.BatchElements(min_batch_size=batch, max_batch_size=batch)
@@ -61,9 +81,11 @@ def build(p: beam.Pipeline, config: ml_collections.ConfigDict) -> dict[str, beam
     rare = p | "NoRareTokens" >> beam.Create([frozenset()])
   final = analysed.ok | "RareWords" >> beam.ParDo(
       dofns.RareWordFn(), beam.pvalue.AsSingleton(rare)).with_outputs(dofns.REJECTED, main="ok")
-  rejected = ((filtered[dofns.REJECTED], analysed[dofns.REJECTED], final[dofns.REJECTED])
+  rejected = ((parsed[dofns.REJECTED], unique[dofns.REJECTED], filtered[dofns.REJECTED],
+               analysed[dofns.REJECTED], final[dofns.REJECTED])
               | "AllRejected" >> beam.Flatten())
-  return {"raw": raw, "kept": final.ok, "rejected": rejected}
+  return {"raw": raw, "kept": final.ok, "rejected": rejected,
+          "noted": filtered[dofns.NOTED]}
 
 
 def build_and_write(p: beam.Pipeline, config: ml_collections.ConfigDict) -> None:
@@ -73,7 +95,7 @@ def build_and_write(p: beam.Pipeline, config: ml_collections.ConfigDict) -> None
       config.output_dir, config.output_format, config.num_output_shards)
   if config.write_rejects:
     (out["rejected"]
-     | "RejectToJson" >> beam.MapTuple(lambda i, r: json.dumps({"id": i, "reason": r}))
+     | "RejectLine" >> beam.MapTuple(lambda _, line: line)
      | "WriteRejects" >> beam.io.WriteToText(
          os.path.join(config.output_dir, io_lib.REJECTS_PREFIX), file_name_suffix=".jsonl",
          num_shards=config.num_output_shards))
@@ -82,8 +104,10 @@ def build_and_write(p: beam.Pipeline, config: ml_collections.ConfigDict) -> None
        | "KeyInput" >> beam.Map(lambda n: ("input", n)),
        out["kept"] | "CountKept" >> beam.combiners.Count.Globally()
        | "KeyKept" >> beam.Map(lambda n: ("kept", n)),
-       out["rejected"] | "Reason" >> beam.MapTuple(lambda _, reason: "rejected/" + reason)
-       | "CountReasons" >> beam.combiners.Count.PerElement())
+       out["rejected"] | "Reason" >> beam.MapTuple(lambda reason, _: "rejected/" + reason)
+       | "CountReasons" >> beam.combiners.Count.PerElement(),
+       out["noted"] | "Note" >> beam.Map(lambda note: "noted/" + note)
+       | "CountNotes" >> beam.combiners.Count.PerElement())
       | "AllCounts" >> beam.Flatten()
       | "CountList" >> beam.combiners.ToList()
       | "Summary" >> beam.Map(_summary))

@@ -57,7 +57,11 @@ def check(counts: Mapping[str, int]) -> None:
 
 
 def table(counts: Mapping[str, int]) -> str:
-  """Markdown table: outcome, count, share of input; kept first, then reasons by size."""
+  """Markdown table: outcome, count, share of input; kept first, then reasons by size.
+
+  Notes (`noted/<policy>`: candidates a missing-data policy let through a
+  filter; they are also in kept or a later rejection) follow the input row.
+  """
   total = max(counts.get("input", 0), 1)
   rows = [("kept", counts.get("kept", 0))]
   rows += sorted(((k, v) for k, v in counts.items() if k.startswith("rejected/")),
@@ -67,4 +71,7 @@ def table(counts: Mapping[str, int]) -> str:
   lines += [f"| {name} | {n} | {100 * n / total:.2f}% |" for name, n in rows]
   lines.append(f"| **rejected (sum)** | {rejected} | {100 * rejected / total:.2f}% |")
   lines.append(f"| **input** | {counts.get('input', 0)} | 100.00% |")
+  notes = sorted((k, v) for k, v in counts.items() if k.startswith("noted/"))
+  lines += [f"| {name} (passed by policy) | {n} | {100 * n / total:.2f}% |"
+            for name, n in notes]
   return "\n".join(lines)

@@ -69,16 +69,39 @@ def outcomes(raws: list[Any], config: ml_collections.ConfigDict,
              excluded=frozenset(), rare=frozenset()) -> dict[int, tuple[str, Any]]:
   """Runs the pipeline's DoFns directly on `raws`; index -> ('kept', record) or ('rejected', reason).
 
-  Asserts that each DoFn emits exactly one output per input element.
+  Each raw is a record dict or JSON line, or a (kind, payload) pair (e.g.
+  ('tsv', b'url\tcaption')). Ids are checked for duplicates in input order,
+  as the pipeline does by (file, line). Asserts that each DoFn emits exactly
+  one output per input element (notes aside).
   """
+  parse_fn, first_fn = dofns.ParseFn(), dofns.FirstOfIdFn()
   filter_fn, nlp_fn, rare_fn = dofns.FilterFn(config), dofns.NlpFn(config), dofns.RareWordFn()
   nlp_fn.setup()
-  result, passed = {}, []
+  result, parsed, by_id = {}, [], {}
   for i, raw in enumerate(raws):
-    out = list(filter_fn.process(raw, excluded))
+    kind, payload = raw if isinstance(raw, tuple) else (None, raw)
+    if kind is None:
+      kind = "jsonl" if isinstance(payload, (bytes, str)) else "parquet"
+    out = list(parse_fn.process((("mem", i + 1), kind, payload)))
     assert len(out) == 1, (i, out)
     if isinstance(out[0], pvalue.TaggedOutput):
-      result[i] = ("rejected", out[0].value[1])
+      result[i] = ("rejected", out[0].value[0])
+    else:
+      by_id.setdefault(out[0]["id"], []).append((i, out[0]))
+  for group in by_id.values():
+    out = list(first_fn.process((group[0][1]["id"], [c for _, c in group])))
+    assert len(out) == len(group)
+    first = out[0]
+    parsed.append(next((i, c) for i, c in group if c is first))
+    for (i, _), rejected in zip((g for g in group if g[1] is not first), out[1:]):
+      result[i] = ("rejected", rejected.value[0])
+  passed = []
+  for i, candidate in sorted(parsed, key=lambda ic: ic[0]):
+    out = [o for o in filter_fn.process(candidate, excluded)
+           if not (isinstance(o, pvalue.TaggedOutput) and o.tag == dofns.NOTED)]
+    assert len(out) == 1, (i, out)
+    if isinstance(out[0], pvalue.TaggedOutput):
+      result[i] = ("rejected", out[0].value[0])
     else:
       passed.append((i, out[0]))
   if passed:
@@ -86,10 +109,10 @@ def outcomes(raws: list[Any], config: ml_collections.ConfigDict,
     assert len(analysed) == len(passed)
     for (i, _), out in zip(passed, analysed):
       if isinstance(out, pvalue.TaggedOutput):
-        result[i] = ("rejected", out.value[1])
+        result[i] = ("rejected", out.value[0])
         continue
       final = list(rare_fn.process(out, rare))
       assert len(final) == 1
-      result[i] = (("rejected", final[0].value[1]) if isinstance(final[0], pvalue.TaggedOutput)
+      result[i] = (("rejected", final[0].value[0]) if isinstance(final[0], pvalue.TaggedOutput)
                    else ("kept", final[0]))
   return result

@@ -67,4 +67,8 @@ def test_command_line_runs_and_prints_the_table(tmp_path):
   assert "| kept | 6 |" in proc.stdout
   assert "| rejected/image/format | 1 |" in proc.stdout
   with open(out / "counts.json") as f:
-    assert json.load(f) == {"input": 7, "kept": 6, "rejected/image/format": 1}
+    # No record has a safety score: the default policy (accept) lets them
+    # through and counts each one that passed the image filter.
+    assert json.load(f) == {"input": 7, "kept": 6, "rejected/image/format": 1,
+                            "noted/image/missing_safety_score": 6}
+  assert "| noted/image/missing_safety_score (passed by policy) | 6 |" in proc.stdout

@@ -124,6 +124,8 @@ def test_hostile_lines_through_beam_are_all_counted(tmp_path):
   path.write_bytes(b"\n".join(lines) + b"\n")
   counts = helpers.run(helpers.test_config("cc12m", text__min_token_count=0), str(path),
                        str(tmp_path / "out"))
-  assert counts == {"input": 7, "kept": 1, "rejected/input/bad_json": 2,
+  assert counts == {"input": 7, "kept": 1, "rejected/input/empty_line": 1,
+                    "rejected/input/bad_utf8": 1,
                     "rejected/input/not_an_object": 1, "rejected/input/missing_id": 1,
-                    "rejected/text/too_many_chars": 1, "rejected/image/bad_base64": 1}
+                    "rejected/text/too_many_chars": 1, "rejected/image/bad_base64": 1,
+                    "noted/image/missing_safety_score": 1}

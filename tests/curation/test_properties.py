@@ -113,7 +113,12 @@ def test_known_hostile_inputs_get_the_expected_reasons():
       {"id": "ok", "alt_text": "a dog &amp; a ball on the beach", "image_bytes": _JPEG,
        "tags": [{"name": "dog", "score": 0.9}]},
   ]
+  raws.append({"id": "blank", "alt_text": "\u3000\u00a0 \u3000", "image_bytes": _JPEG,
+               "tags": ["dog"]})
+  raws.append({"id": "\u3000", "alt_text": "a dog on the beach", "image_bytes": _JPEG})
   results = helpers.outcomes(raws, CONFIGS["cc12m"])
+  assert results[5] == ("rejected", "text/empty")  # only ideographic / no-break spaces
+  assert results[6] == ("rejected", "input/missing_id")
   assert results[0] == ("rejected", "text/too_many_chars")
   assert results[1] == ("rejected", "image/undecodable")
   assert results[2] == ("rejected", "image/format")

@@ -40,19 +40,18 @@ def masked_mean(x: jax.Array, mask: jax.Array) -> jax.Array:
   return total / jnp.maximum(weights.sum(axis=1), 1.0)  # [B, E]
 
 
-def text_encoder_config(config: ml_collections.ConfigDict) -> ml_collections.ConfigDict:
-  """The model config with `num_encoder_layers` set to `text_encoder_layers`."""
+def text_encoder_config(config: ml_collections.ConfigDict) -> ml_collections.FrozenConfigDict:
+  """The model config (frozen) with `num_encoder_layers` set to `text_encoder_layers`."""
   if int(config.text_encoder_layers) < 1:
     raise ValueError(f"config.model.text_encoder_layers={config.text_encoder_layers} "
                      "must be >= 1.")
-  text_cfg = ml_collections.ConfigDict(config.to_dict())
-  text_cfg.num_encoder_layers = int(config.text_encoder_layers)
-  return text_cfg
+  values = config.to_dict()
+  values["num_encoder_layers"] = int(config.text_encoder_layers)
+  return ml_collections.FrozenConfigDict(values)
 
 
-class DualEncoder(nn.Module):
+class DualEncoder(layers.ConfigModule):
   """Image tower and text tower projected into one P-dimensional space."""
-  config: ml_collections.ConfigDict
   vocab_size: int
 
   def setup(self):

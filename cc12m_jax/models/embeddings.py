@@ -11,16 +11,14 @@ from typing import Any, Mapping
 
 import flax.linen as nn
 import jax.numpy as jnp
-import ml_collections
 
 from cc12m_jax.models import layers
 
 NUM_BOX_VALUES = 5  # x1, y1, x2, y2, relative area
 
 
-class TextEmbedding(nn.Module):
+class TextEmbedding(layers.ConfigModule):
   """ids [...] -> [..., E]: lookup(E) -> Linear(E) -> ReLU -> Dropout -> Linear(E)."""
-  config: ml_collections.ConfigDict
   vocab_size: int
 
   @nn.compact
@@ -36,14 +34,13 @@ class TextEmbedding(nn.Module):
     return layers.MlpBlock(cfg.emb_dim, cfg.input_dropout, dtype, name="mlp")(x, train=train)
 
 
-class GeometryEmbedding(nn.Module):
+class GeometryEmbedding(layers.ConfigModule):
   """boxes [B, R, 5] -> [B, R, E].
 
   Each of the 5 values is projected on its own to E (a per-value weight row
   and bias), the 5 projections are concatenated (5E) and passed through
   Linear(E) -> ReLU -> Dropout(0.3) -> Linear(E).
   """
-  config: ml_collections.ConfigDict
 
   @nn.compact
   def __call__(self, boxes, *, train: bool):
@@ -62,9 +59,8 @@ class GeometryEmbedding(nn.Module):
     return layers.MlpBlock(e, cfg.input_dropout, dtype, name="mlp")(concat, train=train)
 
 
-class RegionFusion(nn.Module):
+class RegionFusion(layers.ConfigModule):
   """LN(geometry) + LN(semantic) -> Linear -> ReLU -> Dropout -> Linear -> LN."""
-  config: ml_collections.ConfigDict
 
   @nn.compact
   def __call__(self, semantic, geometry, *, train: bool):
@@ -88,14 +84,13 @@ def embed_tags(text_embedding: nn.Module, tag_tokens, *, train: bool):
   return (pieces * valid).sum(axis=-2) / count  # [B, T, E]
 
 
-class ImageInputEmbedding(nn.Module):
+class ImageInputEmbedding(layers.ConfigModule):
   """batch -> (vectors f32 [B, 1+R+T, E], mask bool [B, 1+R+T]).
 
   `text_embedding` is the captioner's shared TextEmbedding (tags and caption
   tokens use the same table and MLP). Without it (or with
   config.use_tags=False) tags are left out and the bag is 1+R vectors.
   """
-  config: ml_collections.ConfigDict
   text_embedding: nn.Module | None = None
 
   @nn.compact

@@ -3,6 +3,7 @@
 `dense(...)` is nn.Dense with partitioned kernel/bias; `constrain` names the
 axes of an activation so the sharding rules (cc12m_jax/sharding.py) apply.
 Parameters stay float32; `dtype` is the compute dtype (bf16 optional).
+`ConfigModule` is the base of every module configured by `config.model`.
 """
 from __future__ import annotations
 
@@ -12,8 +13,28 @@ import flax.linen as nn
 import jax
 from jax import lax
 import jax.numpy as jnp
+import ml_collections
 
 DEFAULT_KERNEL_INIT = nn.initializers.xavier_uniform()
+
+
+class ConfigModule(nn.Module):
+  """A module configured by a `ml_collections.FrozenConfigDict` (`config.model`).
+
+  Flax hashes a module by its fields (e.g. a model passed to jit as a static
+  argument), which a ConfigDict makes fail, and a config changed after the
+  module was built would silently change the module: a frozen config is
+  hashable and immutable. A mutable ConfigDict passed in is frozen here, so
+  callers may pass either.
+  """
+  config: ml_collections.FrozenConfigDict
+
+  def __post_init__(self):
+    if not isinstance(self.config, ml_collections.FrozenConfigDict):
+      # Dataclass fields of a module are set once, before flax's own
+      # __post_init__ registers the module; this is that moment.
+      object.__setattr__(self, "config", ml_collections.FrozenConfigDict(self.config))
+    super().__post_init__()
 
 
 def dense(features: int, names: tuple[str, str], dtype: Any, name: str | None = None,

@@ -77,9 +77,9 @@ class Dropout(nn.Module):
   With an rbg key (config.train.dropout_rng='rbg') the mask comes straight
   from XLA's RngBitGenerator: an entry is kept iff its uint32 draw is
   >= round(rate * 2**32), so P(keep) = 1 - rate to within 2**-32. On CPU the
-  generator runs its three-fry algorithm, ~3x cheaper per bit there than the
-  backend default (Philox) that JAX's own rbg bits use; dropout masks are
-  ~50M draws per paper-size train step (benchmarks/train_step.py). Other
+  generator runs its three-fry algorithm, which is cheaper per bit there than
+  the backend default (Philox) that JAX's own rbg bits use; a train step
+  draws one bit pattern per activation, so the cost per bit matters. Other
   backends keep their default algorithm, which is the fast one on GPU/TPU.
   Any other key (threefry: masks identical on every mesh) goes through
   jax.random.bernoulli, exactly as nn.Dropout.

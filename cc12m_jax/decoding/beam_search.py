@@ -21,12 +21,13 @@ EOS included, under the distribution renormalised over allowed tokens
 
 Each step expands every live beam by every allowed token. The K EOS
 extensions (one per live beam) become finished candidates; the K best non-EOS
-extensions (out of K * V) become the next live beams, and the decoder cache
-is gathered along with them. At the last step the live extensions are
-finished too (truncation). The search stops early, per batch element, once K
-hypotheses are finished and none of the live beams can still beat the worst
-of them: a live beam's log-prob only falls as it grows, so its best possible
-score is logp / lp(max_decode_len) (valid for alpha >= 0).
+extensions (out of K * V) become the next live beams, and the decoder's
+reorderable state (`cache`) is gathered along with them; its never-reordered
+state (`slot_cache`) is carried as it is. At the last step the live
+extensions are finished too (truncation). The search stops early, per batch
+element, once K hypotheses are finished and none of the live beams can still
+beat the worst of them: a live beam's log-prob only falls as it grows, so its
+best possible score is logp / lp(max_decode_len) (valid for alpha >= 0).
 
 When beam_size is at least the number of distinct live prefixes the search
 never prunes and is exact (the tests check this against enumeration).
@@ -45,11 +46,21 @@ import jax.numpy as jnp
 from cc12m_jax.data.text import special_tokens
 
 
-# Cache pytree; every leaf has leading dimension B*K, except scalars (e.g.
-# flax's `cache_index`), which are shared by all beams and left as they are.
+# The model's state for B*K hypotheses, split by the model (never by leaf
+# names here) into
+#   cache:      per-hypothesis state, leaves [B*K, ...]; reordered with the
+#               beams (scalar leaves are shared by all beams and left alone);
+#   slot_cache: state the model writes in place and addresses through
+#               `cache` (e.g. self-attention keys/values read through an
+#               ancestor table); carried through the loop, never reordered,
+#               so a step costs no copy of it.
+# Loop constants (e.g. keys/values of the encoder output) belong in the
+# callback's closure, not in either.
 Cache = Any
-# tokens_to_logits(token_ids int32 [B*K, 1], cache) -> (logits f32 [B*K, V], cache)
-TokensToLogits = Callable[[jax.Array, Cache], tuple[jax.Array, Cache]]
+# tokens_to_logits(ids int32 [B*K, 1], cache, slot_cache)
+#     -> (logits f32 [B*K, V], cache, slot_cache)
+TokensToLogits = Callable[[jax.Array, Cache, Cache],
+                          tuple[jax.Array, Cache, Cache]]
 
 NEG_INF = -1.0e7  # finite "minus infinity": keeps the arithmetic NaN-free.
 
@@ -69,31 +80,19 @@ def unflatten_beams(x: jax.Array, batch_size: int) -> jax.Array:
   return x.reshape((batch_size, x.shape[0] // batch_size) + x.shape[1:])
 
 
-def tile_beams(x: jax.Array, beam_size: int) -> jax.Array:
-  """[B, ...] -> [B*K, ...], each batch row repeated K times (beam-major)."""
-  x = jnp.repeat(x[:, None], beam_size, axis=1)  # [B, K, ...]
-  return flatten_beams(x)
-
-
-def _leaf_name(path) -> str:
-  last = path[-1] if path else None
-  return str(getattr(last, "key", getattr(last, "name", last)))
-
-
 def gather_beams(tree: Any, beam_indices: jax.Array, batch_size: int,
-                 flat: bool, invariant_keys: tuple[str, ...] = ()) -> Any:
+                 flat: bool) -> Any:
   """Selects beams `beam_indices` [B, N] from every leaf of `tree`.
 
   Leaves are [B, K, ...] (flat=False) or [B*K, ...] (flat=True; the cache);
-  results have N beams. Scalar leaves, and leaves whose key is in
-  `invariant_keys` (equal for all beams of an example), are left unchanged.
+  results have N beams. Scalar leaves are left unchanged.
   """
   b = beam_indices.shape[0]
   # Row indices into the flat [B*K, ...] layout: whole contiguous rows are
   # copied, which XLA does much faster than an element-wise gather.
 
-  def gather(path, x):
-    if x.ndim == 0 or _leaf_name(path) in invariant_keys:
+  def gather(x):
+    if x.ndim == 0:
       return x
     rows = x if flat else flatten_beams(x)                 # [B*K, ...]
     k = rows.shape[0] // batch_size
@@ -101,7 +100,7 @@ def gather_beams(tree: Any, beam_indices: jax.Array, batch_size: int,
     y = rows[flat_idx]                                     # [B*N, ...]
     return y if flat else unflatten_beams(y, batch_size)
 
-  return jax.tree_util.tree_map_with_path(gather, tree)
+  return jax.tree_util.tree_map(gather, tree)
 
 
 def mask_disallowed(logits: jax.Array, disallowed_ids: tuple[int, ...]
@@ -122,13 +121,14 @@ class BeamState:
   live_logprobs: jax.Array      # f32 [B, K]
   finished_seqs: jax.Array      # int32 [B, K, 1 + L]
   finished_scores: jax.Array    # f32 [B, K]; NEG_INF = empty slot
-  cache: Cache                  # leaves [B*K, ...]
+  cache: Cache                  # leaves [B*K, ...], reordered with the beams
+  slot_cache: Cache             # never reordered
 
 
 jax.tree_util.register_dataclass(
     BeamState,
     data_fields=["t", "live_seqs", "live_logprobs", "finished_seqs",
-                 "finished_scores", "cache"],
+                 "finished_scores", "cache", "slot_cache"],
     meta_fields=[])
 
 
@@ -136,31 +136,29 @@ def beam_search(init_cache: Cache,
                 tokens_to_logits: TokensToLogits,
                 batch_size: int,
                 *,
+                slot_cache: Cache = None,
                 beam_size: int = 5,
                 alpha: float = 0.6,
                 max_decode_len: int = 36,
                 eos_id: int = special_tokens.EOS_ID,
                 bos_id: int = special_tokens.BOS_ID,
                 pad_id: int = special_tokens.PAD_ID,
-                beam_invariant_keys: tuple[str, ...] = (),
                 ) -> tuple[jax.Array, jax.Array]:
   """Beam search; returns (sequences int32 [B, K, L], scores f32 [B, K]).
 
   Args:
-    init_cache: decoder cache, leaves [B*K, ...] (the caller tiled it K times).
-    tokens_to_logits: (ids int32 [B*K, 1], cache) -> (logits [B*K, V], cache).
+    init_cache: the model's reorderable state, leaves [B*K, ...] (beam-major:
+      rows b*K .. b*K+K-1 are example b), gathered along the surviving beams
+      after every step.
+    tokens_to_logits: (ids int32 [B*K, 1], cache, slot_cache)
+      -> (logits [B*K, V], cache, slot_cache).
     batch_size: B.
+    slot_cache: the model's state that is never reordered (see `Cache`
+      above); passed to and returned by every call of tokens_to_logits.
     beam_size: K.
     alpha: length-penalty exponent (>= 0).
     max_decode_len: L, most generated tokens per sequence, EOS included.
     eos_id, bos_id, pad_id: special ids; PAD and BOS are never generated.
-    beam_invariant_keys: names of cache leaves that must not be reordered
-      with the beams: leaves that are the same for all K beams of an example
-      (e.g. cross-attention keys/values computed from the tiled encoder
-      output), or slot-major leaves the model addresses through another,
-      gathered leaf (e.g. self-attention keys/values read through an
-      ancestor table). Not gathering them saves memory traffic. Naming a
-      leaf that the model reads per beam without such indirection is a bug.
 
   Returns:
     sequences: [B, K, L], best first, generated tokens only (no BOS), the EOS
@@ -189,7 +187,8 @@ def beam_search(init_cache: Cache,
       live_logprobs=logprobs0,
       finished_seqs=jnp.zeros_like(seqs0),
       finished_scores=jnp.full((b, k), NEG_INF, jnp.float32),
-      cache=init_cache)
+      cache=init_cache,
+      slot_cache=slot_cache)
 
   def not_done(s: BeamState) -> jax.Array:
     best_live = jnp.max(s.live_logprobs, axis=1) / max_lp  # [B]
@@ -201,7 +200,8 @@ def beam_search(init_cache: Cache,
 
   def step(s: BeamState) -> BeamState:
     ids = jax.lax.dynamic_slice_in_dim(s.live_seqs, s.t, 1, axis=2)  # [B,K,1]
-    logits, cache = tokens_to_logits(flatten_beams(ids), s.cache)  # [B*K, V]
+    logits, cache, slots = tokens_to_logits(flatten_beams(ids), s.cache,
+                                            s.slot_cache)  # [B*K, V]
     logits = mask_disallowed(logits.astype(jnp.float32), disallowed)
     logp = jax.nn.log_softmax(logits, axis=-1)                     # [B*K, V]
     logp = unflatten_beams(logp, b)                                # [B, K, V]
@@ -221,8 +221,7 @@ def beam_search(init_cache: Cache,
     live_seqs = gather_beams(s.live_seqs, parent, b, flat=False)  # [B,K,1+L]
     live_seqs = jax.lax.dynamic_update_slice_in_dim(
         live_seqs, token[:, :, None], new_len, axis=2)
-    cache = gather_beams(cache, parent, b, flat=True,
-                         invariant_keys=beam_invariant_keys)
+    cache = gather_beams(cache, parent, b, flat=True)
 
     # Finished candidates: each live beam + EOS; at the last step also the
     # live extensions themselves (finished by truncation).
@@ -240,7 +239,7 @@ def beam_search(init_cache: Cache,
 
     return BeamState(t=new_len, live_seqs=live_seqs, live_logprobs=live_lp,
                      finished_seqs=fin_seqs, finished_scores=fin_scores,
-                     cache=cache)
+                     cache=cache, slot_cache=slots)
 
   final = jax.lax.while_loop(not_done, step, state)
   return final.finished_seqs[:, :, 1:], final.finished_scores

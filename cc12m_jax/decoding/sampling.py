@@ -3,8 +3,9 @@
 Same callback and the same meaning of "length" as beam_search.py: at most
 `max_decode_len` generated tokens, EOS included, so a sequence may hold
 `max_decode_len` non-EOS tokens (finished by truncation). [PAD] and [BOS] are
-never generated. Here the cache has leading dimension B (one hypothesis per
-example): tokens_to_logits(ids int32 [B, 1], cache) -> (logits [B, V], cache).
+never generated. Here there is one hypothesis per example, so rows = B and
+nothing is reordered: tokens_to_logits(ids int32 [B, 1], cache, slot_cache)
+-> (logits [B, V], cache, slot_cache), both caches carried as they are.
 
 The returned log-probability of a sequence is always measured under the
 model's own distribution (temperature 1, no truncation, renormalised over the
@@ -60,16 +61,18 @@ class SampleState:
   logprobs: jax.Array   # f32 [B]
   finished: jax.Array   # bool [B]
   cache: Cache
+  slot_cache: Cache
 
 
 jax.tree_util.register_dataclass(
-    SampleState, data_fields=["t", "seqs", "logprobs", "finished", "cache"],
+    SampleState,
+    data_fields=["t", "seqs", "logprobs", "finished", "cache", "slot_cache"],
     meta_fields=[])
 
 
 def _decode_loop(init_cache: Cache, tokens_to_logits: TokensToLogits,
-                 batch_size: int, choose, *, max_decode_len: int,
-                 eos_id: int, bos_id: int, pad_id: int
+                 batch_size: int, choose, *, slot_cache: Cache,
+                 max_decode_len: int, eos_id: int, bos_id: int, pad_id: int
                  ) -> tuple[jax.Array, jax.Array]:
   """Shared loop; choose(logits [B, V], t) -> token ids int32 [B]."""
   if max_decode_len < 1:
@@ -81,14 +84,16 @@ def _decode_loop(init_cache: Cache, tokens_to_logits: TokensToLogits,
       seqs=jnp.zeros((b, 1 + length), jnp.int32).at[:, 0].set(bos_id),
       logprobs=jnp.zeros((b,), jnp.float32),
       finished=jnp.zeros((b,), bool),
-      cache=init_cache)
+      cache=init_cache,
+      slot_cache=slot_cache)
 
   def not_done(s: SampleState) -> jax.Array:
     return (s.t < length) & ~jnp.all(s.finished)
 
   def step(s: SampleState) -> SampleState:
     ids = jax.lax.dynamic_slice_in_dim(s.seqs, s.t, 1, axis=1)   # [B, 1]
-    logits, cache = tokens_to_logits(ids, s.cache)               # [B, V]
+    logits, cache, slots = tokens_to_logits(ids, s.cache,
+                                            s.slot_cache)        # [B, V]
     logits = mask_disallowed(logits.astype(jnp.float32), disallowed)
     token = choose(logits, s.t).astype(jnp.int32)                # [B]
     logp = jax.nn.log_softmax(logits, axis=-1)                   # [B, V]
@@ -100,14 +105,15 @@ def _decode_loop(init_cache: Cache, tokens_to_logits: TokensToLogits,
                                                s.t + 1, axis=1)
     finished = s.finished | (token == eos_id)
     return SampleState(t=s.t + 1, seqs=seqs, logprobs=logprobs,
-                       finished=finished, cache=cache)
+                       finished=finished, cache=cache, slot_cache=slots)
 
   final = jax.lax.while_loop(not_done, step, state)
   return final.seqs[:, 1:], final.logprobs
 
 
 def greedy_search(init_cache: Cache, tokens_to_logits: TokensToLogits,
-                  batch_size: int, *, max_decode_len: int = 36,
+                  batch_size: int, *, slot_cache: Cache = None,
+                  max_decode_len: int = 36,
                   eos_id: int = special_tokens.EOS_ID,
                   bos_id: int = special_tokens.BOS_ID,
                   pad_id: int = special_tokens.PAD_ID
@@ -115,13 +121,15 @@ def greedy_search(init_cache: Cache, tokens_to_logits: TokensToLogits,
   """Arg-max decoding; returns (sequences int32 [B, L], logprobs f32 [B])."""
   choose = lambda logits, t: jnp.argmax(logits, axis=-1)
   return _decode_loop(init_cache, tokens_to_logits, batch_size, choose,
+                      slot_cache=slot_cache,
                       max_decode_len=max_decode_len, eos_id=eos_id,
                       bos_id=bos_id, pad_id=pad_id)
 
 
 def sample(init_cache: Cache, tokens_to_logits: TokensToLogits,
-           batch_size: int, rng: jax.Array, *, max_decode_len: int = 36,
-           temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+           batch_size: int, rng: jax.Array, *, slot_cache: Cache = None,
+           max_decode_len: int = 36, temperature: float = 1.0, top_k: int = 0,
+           top_p: float = 1.0,
            eos_id: int = special_tokens.EOS_ID,
            bos_id: int = special_tokens.BOS_ID,
            pad_id: int = special_tokens.PAD_ID
@@ -140,5 +148,6 @@ def sample(init_cache: Cache, tokens_to_logits: TokensToLogits,
                                   axis=-1)
 
   return _decode_loop(init_cache, tokens_to_logits, batch_size, choose,
+                      slot_cache=slot_cache,
                       max_decode_len=max_decode_len, eos_id=eos_id,
                       bos_id=bos_id, pad_id=pad_id)

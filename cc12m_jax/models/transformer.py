@@ -1,34 +1,42 @@
-"""Pre-LayerNorm Transformer encoder and decoder with a key/value cache.
+"""Pre-LayerNorm Transformer encoder and decoder, and the decoder's cached step.
 
-Decoding follows the flax `decode=True` convention: `Captioner.decode` is
-first traced through `init` with full-length inputs [B, max_len] to shape the
-'cache' collection (see captioner.init_cache), then called one token [B, 1]
-at a time with `mutable=['cache']`. Cache leaves all have leading dimension B:
+Full-length passes (training, teacher forcing, the encoder) are each module's
+`__call__`. Cached decoding uses two more methods of the decoder modules:
 
-  self-attention:  cached_key / cached_value [B, H, max_len, Dh] (slot-major),
-                   cache_ancestors [B, max_len], cache_index [B]
-  cross-attention: cross_key / cross_value [B, S, H, Dh], filled [B]
+  init_decode_state(encoded [B, S, E], encoder_mask [B, S], rows, max_len)
+      creates the decoding variables below, for `rows` = B*K hypotheses
+      (beam-major: rows b*K .. b*K+K-1 belong to example b);
+  step(x [rows, 1, E]) -> [rows, 1, E]
+      one token per hypothesis; reads the variables and updates the first two
+      collections.
+
+The decoding variables are split into flax collections by how a search must
+treat them, so callers pass collections by name and never look inside:
+
+  STEP_CACHE:   per-hypothesis state that a beam search reorders with the
+                beams: each self-attention's cache_index [rows] and
+                cache_ancestors [rows, max_len].
+  SLOT_CACHE:   each self-attention's cached_key / cached_value
+                [rows, H, max_len, Dh], written in place, never reordered.
+  PRIMED_CACHE: each cross-attention's cross_key / cross_value [B, H, S, Dh]
+                and cross_mask [B, S], projected once from the encoder output:
+                loop constants, read-only in `step`, shared by the K
+                hypotheses of an example.
 
 The self-attention cache is stored in the layout the attention products read
 (heads before positions), so a step writes one row in place. It is
-slot-major: a beam search reorders only the ancestor table (which row holds
-each earlier position of a sequence), and the step gathers its keys/values
-through it, so the loop never rewrites the cache; it reads only the filled
-positions, rounded up to a multiple of ATTENTION_WINDOW (a `lax.switch` over
-static window lengths). The cross-attention entries above
-are filled lazily at the first step (a `lax.cond` per step). Fast decoding
-replaces them with a *primed* cache from `cross_attention_cache`
-(cross_key / cross_value [B, H, S, Dh], cross_mask [B, S], computed once
-before the decode loop, shared by the K beams of each example).
+slot-major: row r, position t holds the key of whichever hypothesis sat in
+row r at step t. A beam search reorders only the ancestor table (which row
+holds each earlier position of a hypothesis), and the step gathers its
+keys/values through it, so the loop never copies the cache. A step reads only
+the filled positions, rounded up to a multiple of ATTENTION_WINDOW (a
+`lax.switch` over static window lengths).
 """
 from __future__ import annotations
-
-from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import ml_collections
 
 from cc12m_jax.models import layers
 
@@ -37,31 +45,35 @@ NEG_INF = -1e9  # added to masked attention logits (f32 softmax)
 # attention_windows(max_len) that covers the current position.
 ATTENTION_WINDOW = 32
 
+# Flax collections of cached decoding (see the module docstring).
+STEP_CACHE = "cache"
+SLOT_CACHE = "slot_cache"
+PRIMED_CACHE = "primed_cache"
+
 
 def attention_windows(max_len: int) -> tuple[int, ...]:
   """(32, 64, ..., max_len): the static attention lengths of one decode step."""
   return tuple(range(ATTENTION_WINDOW, max_len, ATTENTION_WINDOW)) + (max_len,)
 
 
-def attention_weights(logits, mask, head_dim: int, dtype):
+def attention_weights(logits: jax.Array, mask: jax.Array, head_dim: int, dtype) -> jax.Array:
   """softmax(logits / sqrt(head_dim)) over the last axis where `mask`, in f32; cast to dtype."""
   logits = logits.astype(jnp.float32) / jnp.sqrt(jnp.float32(head_dim))
   return jax.nn.softmax(jnp.where(mask, logits, NEG_INF), axis=-1).astype(dtype)
 
 
-def project(x, kernel, bias, dtype):
+def project(x: jax.Array, kernel: jax.Array, bias: jax.Array, dtype) -> jax.Array:
   """[B, L, E] x kernel [E, H, Dh] + bias [H, Dh] -> [B, L, H, Dh]."""
   y = jnp.einsum("ble,ehd->blhd", x.astype(dtype), kernel.astype(dtype)) + bias.astype(dtype)
   return layers.constrain(y, ("batch", "act_length", "act_heads", "act_kv"))
 
 
-def project_stacked(x, kernels, biases, dtype) -> list:
+def project_stacked(x: jax.Array, kernels, biases, dtype) -> list[jax.Array]:
   """n projections of one input in one product: [B, L, E] -> n x [B, L, H, Dh].
 
   The kernels are stacked on a new axis ([E, n, H, Dh]), so the product is
-  [B*L, E] x [E, n*E]: one wide matmul instead of n thin ones (the paper-size
-  train step on a 2-core CPU: 5.03 -> 4.78 s, benchmarks/train_step.py). The
-  stacking copies the kernels, which a full-length pass amortizes and a
+  [B*L, E] x [E, n*E]: one wide matmul, which runs faster than n thin ones.
+  The stacking copies the kernels, which a full-length pass amortizes and a
   one-token decode step does not, so cached decoding projects separately.
   Heads keep their own axis, so a heads-sharded mesh splits the stacked
   kernel exactly as it splits each one.
@@ -73,172 +85,191 @@ def project_stacked(x, kernels, biases, dtype) -> list:
   return [y[i] for i in range(len(kernels))]
 
 
-class MultiHeadAttention(nn.Module):
-  """Dot-product attention; `kind` is 'self' (cacheable, causal in decode) or 'cross'."""
-  config: ml_collections.ConfigDict
-  kind: str = "self"
+class _Attention(layers.ConfigModule):
+  """The parameters and shared arithmetic of SelfAttention and CrossAttention.
 
-  def _proj_params(self, name: str, e: int, h: int, dh: int):
+  Parameters: {query, key, value}_kernel [E, H, Dh] and _bias [H, Dh],
+  out_kernel [H, Dh, E], out_bias [E].
+  """
+
+  def setup(self):
+    cfg = self.config
+    e, h = cfg.emb_dim, cfg.num_heads
+    if e % h:
+      raise ValueError(f"config.model.emb_dim={e} is not divisible by num_heads={h}.")
+    dh = e // h
+    # Created in this order: initial values are drawn in creation order, so
+    # the order fixes the initialisation of a given seed.
+    self.query_kernel, self.query_bias = self._projection("query", e, h, dh)
+    self.key_kernel, self.key_bias = self._projection("key", e, h, dh)
+    self.value_kernel, self.value_bias = self._projection("value", e, h, dh)
+    self.out_kernel = self.param("out_kernel", nn.with_logical_partitioning(
+        layers.DEFAULT_KERNEL_INIT, ("heads", "kv", "embed")), (h, dh, e), jnp.float32)
+    self.out_bias = self.param("out_bias", nn.with_logical_partitioning(
+        nn.initializers.zeros, ("embed",)), (e,), jnp.float32)
+    # Dropout rngs derive from the submodule's name: "Dropout_0", flax's
+    # automatic name for an inline Dropout, is the name earlier versions of
+    # this module used, so a given seed still draws the same masks.
+    self.dropout = layers.Dropout(cfg.attention_dropout, name="Dropout_0")
+
+  def _projection(self, name: str, e: int, h: int, dh: int):
     kernel = self.param(f"{name}_kernel", nn.with_logical_partitioning(
         layers.DEFAULT_KERNEL_INIT, ("embed", "heads", "kv")), (e, h, dh), jnp.float32)
     bias = self.param(f"{name}_bias", nn.with_logical_partitioning(
         nn.initializers.zeros, ("heads", "kv")), (h, dh), jnp.float32)
     return kernel, bias
 
-  @nn.compact
-  def __call__(self, inputs_q, inputs_kv, mask, *, train: bool, decode: bool = False):
-    """inputs_q [B, Lq, E], inputs_kv [B, Lk, E], mask bool broadcastable to [B, 1, Lq, Lk]."""
-    cfg = self.config
-    dtype = layers.compute_dtype(cfg)
-    e, h = cfg.emb_dim, cfg.num_heads
-    if e % h:
-      raise ValueError(f"config.model.emb_dim={e} is not divisible by num_heads={h}.")
-    dh = e // h
-    q_kernel, q_bias = self._proj_params("query", e, h, dh)
-    k_kernel, k_bias = self._proj_params("key", e, h, dh)
-    v_kernel, v_bias = self._proj_params("value", e, h, dh)
-    dropout = layers.Dropout(cfg.attention_dropout, deterministic=not train)
+  @property
+  def dtype(self):
+    return layers.compute_dtype(self.config)
 
-    if self.kind == "self" and inputs_kv is not inputs_q:
-      raise ValueError("self-attention projects queries, keys and values from one input; "
-                       "got different inputs_q and inputs_kv.")
-    if self.kind == "self" and not decode:
-      query, key, value = project_stacked(  # each [B, L, H, Dh]
-          inputs_q, (q_kernel, k_kernel, v_kernel), (q_bias, k_bias, v_bias), dtype)
-    elif self.kind == "self":
-      # One token per step: three [rows, E] x [E, E] products read the kernels
-      # as stored; stacking them would copy all three every step.
-      query, key, value = (project(inputs_q, k, b, dtype) for k, b in (
-          (q_kernel, q_bias), (k_kernel, k_bias), (v_kernel, v_bias)))  # each [B, 1, H, Dh]
-    else:
-      query = project(inputs_q, q_kernel, q_bias, dtype)  # [B, Lq, H, Dh]
-    if decode and self.kind == "cross" and self.has_variable("cache", "cross_mask"):
-      out = self._primed_cross_attention(query)  # [B, 1, H, Dh]
-    elif decode and self.kind == "self" and self.has_variable("cache", "cache_index"):
-      out = self._cached_self_attention(query, key, value, dropout)  # [B, 1, H, Dh]
-    else:
-      if decode and self.kind == "cross":
-        key, value = self._lazy_cross_kv(inputs_kv, k_kernel, k_bias, v_kernel, v_bias, dtype)
-      elif self.kind == "cross":
-        key, value = project_stacked(  # each [B, Lk, H, Dh]
-            inputs_kv, (k_kernel, v_kernel), (k_bias, v_bias), dtype)
-      if decode and self.kind == "self":
-        # Shaping pass of init: [B, H, max_len, Dh], the layout the step reads.
-        b, length = key.shape[0], key.shape[1]
-        self.variable("cache", "cached_key", jnp.zeros, (b, h, length, dh), key.dtype)
-        self.variable("cache", "cached_value", jnp.zeros, (b, h, length, dh), value.dtype)
-        self.variable("cache", "cache_index", jnp.zeros, (b,), jnp.int32)
-        self.variable("cache", "cache_ancestors", jnp.zeros, (b, length), jnp.int32)
-      logits = jnp.einsum("bqhd,bkhd->bhqk", query, key)  # [B, H, Lq, Lk]
-      weights = dropout(attention_weights(logits, mask, dh, dtype))  # [B, H, Lq, Lk]
-      out = jnp.einsum("bhqk,bkhd->bqhd", weights, value)  # [B, Lq, H, Dh]
-    out_kernel = self.param("out_kernel", nn.with_logical_partitioning(
-        layers.DEFAULT_KERNEL_INIT, ("heads", "kv", "embed")), (h, dh, e), jnp.float32)
-    out_bias = self.param("out_bias", nn.with_logical_partitioning(
-        nn.initializers.zeros, ("embed",)), (e,), jnp.float32)
-    y = jnp.einsum("bqhd,hde->bqe", out, out_kernel.astype(dtype)) + out_bias.astype(dtype)
-    return layers.constrain(y, ("batch", "act_length", "act_embed"))  # [B, Lq, E]
+  @property
+  def head_dim(self) -> int:
+    return self.config.emb_dim // self.config.num_heads
 
-  def _cached_self_attention(self, query, key, value, dropout):
-    """One token against the slot-major cache [B, H, max_len, Dh].
+  def _attend(self, query, key, value, mask, train: bool):
+    """query [B, Lq, H, Dh], key/value [B, Lk, H, Dh], mask bool to [B, 1, Lq, Lk] -> [B, Lq, E]."""
+    logits = jnp.einsum("bqhd,bkhd->bhqk", query, key)  # [B, H, Lq, Lk]
+    weights = attention_weights(logits, mask, self.head_dim, self.dtype)  # [B, H, Lq, Lk]
+    weights = self.dropout(weights, deterministic=not train)
+    out = jnp.einsum("bhqk,bkhd->bqhd", weights, value)  # [B, Lq, H, Dh]
+    return self._output(out)
 
-    Row r, position t of the cache holds the key of whichever sequence sat in
-    row r at step t; each (row, position) is written once, in place. The
-    sequence now in row r reads position t' from row cache_ancestors[r, t'].
-    A beam search therefore reorders only the small [B, max_len] ancestor
+  def _output(self, out):
+    """Per-head outputs [B, Lq, H, Dh] -> [B, Lq, E]."""
+    y = (jnp.einsum("bqhd,hde->bqe", out, self.out_kernel.astype(self.dtype))
+         + self.out_bias.astype(self.dtype))  # [B, Lq, E]
+    return layers.constrain(y, ("batch", "act_length", "act_embed"))
+
+
+class SelfAttention(_Attention):
+  """Attention of a sequence to itself; `step` is the cached, causal one-token form."""
+
+  def __call__(self, x: jax.Array, mask: jax.Array, *, train: bool) -> jax.Array:
+    """x [B, L, E], mask bool broadcastable to [B, 1, L, L] -> [B, L, E]."""
+    query, key, value = project_stacked(  # each [B, L, H, Dh]
+        x, (self.query_kernel, self.key_kernel, self.value_kernel),
+        (self.query_bias, self.key_bias, self.value_bias), self.dtype)
+    return self._attend(query, key, value, mask, train)
+
+  def init_decode_state(self, rows: int, max_len: int) -> None:
+    """Zero cache for `rows` hypotheses of up to `max_len` tokens."""
+    h, dh = self.config.num_heads, self.head_dim
+    self.put_variable(SLOT_CACHE, "cached_key", jnp.zeros((rows, h, max_len, dh), self.dtype))
+    self.put_variable(SLOT_CACHE, "cached_value", jnp.zeros((rows, h, max_len, dh), self.dtype))
+    self.put_variable(STEP_CACHE, "cache_index", jnp.zeros((rows,), jnp.int32))
+    self.put_variable(STEP_CACHE, "cache_ancestors", jnp.zeros((rows, max_len), jnp.int32))
+
+  def step(self, x: jax.Array) -> jax.Array:
+    """One token x [rows, 1, E] against the slot-major cache -> [rows, 1, E] (inference only).
+
+    Row r, position t of the cache holds the key of whichever hypothesis sat
+    in row r at step t; each (row, position) is written once, in place. The
+    hypothesis now in row r reads position t' from row cache_ancestors[r, t'].
+    A beam search therefore reorders only the small [rows, max_len] ancestor
     table, never the cache itself (no full-size copy of the loop state).
     """
-    if query.shape[1] != 1:
-      raise ValueError(f"decode=True expects one token per call, got length {query.shape[1]}.")
-    cached_key = self.variable("cache", "cached_key", jnp.zeros, (), key.dtype)
-    cached_value = self.variable("cache", "cached_value", jnp.zeros, (), value.dtype)
-    cache_index = self.variable("cache", "cache_index", jnp.zeros, (), jnp.int32)
-    ancestors = self.variable("cache", "cache_ancestors", jnp.zeros, (), jnp.int32)
+    if x.shape[1] != 1:
+      raise ValueError(f"a decode step takes one token per row, got length {x.shape[1]}.")
+    # One token: three [rows, E] x [E, E] products read the kernels as
+    # stored; stacking them (project_stacked) would copy all three every step.
+    query, key, value = (project(x, k, b, self.dtype) for k, b in (
+        (self.query_kernel, self.query_bias), (self.key_kernel, self.key_bias),
+        (self.value_kernel, self.value_bias)))  # each [rows, 1, H, Dh]
+    cached_key = self.get_variable(SLOT_CACHE, "cached_key")      # [rows, H, max_len, Dh]
+    cached_value = self.get_variable(SLOT_CACHE, "cached_value")  # [rows, H, max_len, Dh]
+    cache_index = self.get_variable(STEP_CACHE, "cache_index")    # [rows]
+    ancestors = self.get_variable(STEP_CACHE, "cache_ancestors")  # [rows, max_len]
     rows, _, h, dh = query.shape
-    max_len = cached_key.value.shape[2]
-    index = cache_index.value[0]
-    # [B, 1, H, Dh] -> [B, H, 1, Dh]: only the one new row is transposed.
+    max_len = cached_key.shape[2]
+    index = cache_index[0]
+    # [rows, 1, H, Dh] -> [rows, H, 1, Dh]: only the one new row is transposed.
     key = key.transpose(0, 2, 1, 3)
     value = value.transpose(0, 2, 1, 3)
-    cache_k = jax.lax.dynamic_update_slice(cached_key.value, key.astype(cached_key.value.dtype),
-                                           (0, 0, index, 0))  # [B, H, max_len, Dh]
-    cache_v = jax.lax.dynamic_update_slice(cached_value.value,
-                                           value.astype(cached_value.value.dtype), (0, 0, index, 0))
+    cache_k = jax.lax.dynamic_update_slice(cached_key, key.astype(cached_key.dtype),
+                                           (0, 0, index, 0))  # [rows, H, max_len, Dh]
+    cache_v = jax.lax.dynamic_update_slice(cached_value, value.astype(cached_value.dtype),
+                                           (0, 0, index, 0))  # [rows, H, max_len, Dh]
     anc = jax.lax.dynamic_update_slice(
-        ancestors.value, jnp.arange(rows, dtype=jnp.int32)[:, None], (0, index))  # [B, max_len]
-    cached_key.value, cached_value.value, ancestors.value = cache_k, cache_v, anc
-    cache_index.value = cache_index.value + 1
-    q = query.transpose(0, 2, 1, 3)  # [B, H, 1, Dh]
+        ancestors, jnp.arange(rows, dtype=jnp.int32)[:, None], (0, index))  # [rows, max_len]
+    self.put_variable(SLOT_CACHE, "cached_key", cache_k)
+    self.put_variable(SLOT_CACHE, "cached_value", cache_v)
+    self.put_variable(STEP_CACHE, "cache_ancestors", anc)
+    self.put_variable(STEP_CACHE, "cache_index", cache_index + 1)
+    q = query.transpose(0, 2, 1, 3)  # [rows, H, 1, Dh]
 
     def attend(window: int):
       """Attention over cache positions [0, window): those filled so far, plus padding."""
       def fn(q, cache_k, cache_v, anc, index):
-        # This row's history: keys[r, h, t] = cache[anc[r, t], h, t] -> [B, H, window, Dh]
+        # This row's history: keys[r, h, t] = cache[anc[r, t], h, t] -> [rows, H, window, Dh]
         heads = jnp.arange(h)[None, :, None]
         steps = jnp.arange(window)[None, None, :]
         keys = cache_k[anc[:, None, :window], heads, steps]
         values = cache_v[anc[:, None, :window], heads, steps]
-        logits = jnp.einsum("bhqd,bhkd->bhqk", q, keys)  # [B, H, 1, window]
+        logits = jnp.einsum("bhqd,bhkd->bhqk", q, keys)  # [rows, H, 1, window]
         valid = (jnp.arange(window) <= index)[None, None, None, :]  # positions <= index are real
-        weights = dropout(attention_weights(logits, valid, dh, q.dtype))  # [B, H, 1, window]
-        return jnp.einsum("bhqk,bhkd->bhqd", weights, values)  # [B, H, 1, Dh]
+        weights = attention_weights(logits, valid, dh, q.dtype)  # [rows, H, 1, window]
+        return jnp.einsum("bhqk,bhkd->bhqd", weights, values)  # [rows, H, 1, Dh]
       return fn
 
     # Read only the filled part of the cache, rounded up to a multiple of
     # ATTENTION_WINDOW: the gather and products then cost what the position
-    # needs, not what max_len allows (a 180-token decode reads ~60% of it).
+    # needs, not what max_len allows.
     windows = attention_windows(max_len)
     branch = jnp.minimum(index // ATTENTION_WINDOW, len(windows) - 1)
     out = jax.lax.switch(branch, [attend(w) for w in windows], q, cache_k, cache_v, anc, index)
-    return out.transpose(0, 2, 1, 3)  # [B, 1, H, Dh]
+    return self._output(out.transpose(0, 2, 1, 3))  # [rows, 1, E]
 
-  def _lazy_cross_kv(self, inputs_kv, k_kernel, k_bias, v_kernel, v_bias, dtype):
-    """Cross keys/values [B, S, H, Dh] projected at the first step and kept in the cache.
 
-    Used when the cache was not primed (see cross_attention_cache); the
-    `filled` flag costs a `lax.cond` per step, which primed caches avoid.
+class CrossAttention(_Attention):
+  """Attention of a sequence to the encoder output; `step` reads primed keys/values."""
+
+  def __call__(self, x: jax.Array, encoded: jax.Array, mask: jax.Array, *,
+               train: bool) -> jax.Array:
+    """x [B, L, E], encoded [B, S, E], mask bool broadcastable to [B, 1, L, S] -> [B, L, E]."""
+    query = project(x, self.query_kernel, self.query_bias, self.dtype)  # [B, L, H, Dh]
+    key, value = project_stacked(  # each [B, S, H, Dh]
+        encoded, (self.key_kernel, self.value_kernel), (self.key_bias, self.value_bias),
+        self.dtype)
+    return self._attend(query, key, value, mask, train)
+
+  def init_decode_state(self, encoded: jax.Array, encoder_mask: jax.Array) -> None:
+    """Primes keys/values [B, H, S, Dh] and the mask [B, S] of B examples, once per batch."""
+    # The same stacked product as the full-length pass.
+    key, value = project_stacked(  # each [B, S, H, Dh]
+        encoded, (self.key_kernel, self.value_kernel), (self.key_bias, self.value_bias),
+        self.dtype)
+    self.put_variable(PRIMED_CACHE, "cross_key", key.transpose(0, 2, 1, 3))      # [B, H, S, Dh]
+    self.put_variable(PRIMED_CACHE, "cross_value", value.transpose(0, 2, 1, 3))  # [B, H, S, Dh]
+    self.put_variable(PRIMED_CACHE, "cross_mask", encoder_mask.astype(bool))     # [B, S]
+
+  def step(self, x: jax.Array) -> jax.Array:
+    """x [B*K, 1, E] (beam-major rows) -> [B*K, 1, E] (inference only).
+
+    Each example's primed keys/values serve its K rows: the rows are reshaped
+    to [B, K] (free for beam-major rows), so nothing is tiled or gathered.
     """
-    bsz, lk = inputs_kv.shape[0], inputs_kv.shape[1]
-    h, dh = k_kernel.shape[1], k_kernel.shape[2]
-    is_cached = self.has_variable("cache", "filled")
-    cross_key = self.variable("cache", "cross_key", jnp.zeros, (bsz, lk, h, dh), dtype)
-    cross_value = self.variable("cache", "cross_value", jnp.zeros, (bsz, lk, h, dh), dtype)
-    filled = self.variable("cache", "filled", jnp.zeros, (bsz,), jnp.bool_)
-    if not is_cached:
-      return (project(inputs_kv, k_kernel, k_bias, dtype),
-              project(inputs_kv, v_kernel, v_bias, dtype))
-    key, value = jax.lax.cond(
-        filled.value[0],
-        lambda: (cross_key.value, cross_value.value),
-        lambda: (project(inputs_kv, k_kernel, k_bias, dtype),
-                 project(inputs_kv, v_kernel, v_bias, dtype)))
-    cross_key.value, cross_value.value = key, value
-    filled.value = jnp.ones_like(filled.value)
-    return key, value
-
-  def _primed_cross_attention(self, query):
-    """query [B*K, 1, H, Dh] against primed keys/values [B, H, S, Dh] shared by K beams."""
-    keys = self.get_variable("cache", "cross_key")      # [B, H, S, Dh]
-    values = self.get_variable("cache", "cross_value")  # [B, H, S, Dh]
-    mask = self.get_variable("cache", "cross_mask")     # bool [B, S]
+    query = project(x, self.query_kernel, self.query_bias, self.dtype)  # [B*K, 1, H, Dh]
+    keys = self.get_variable(PRIMED_CACHE, "cross_key")      # [B, H, S, Dh]
+    values = self.get_variable(PRIMED_CACHE, "cross_value")  # [B, H, S, Dh]
+    mask = self.get_variable(PRIMED_CACHE, "cross_mask")     # bool [B, S]
     rows, lq, h, dh = query.shape
     b = keys.shape[0]
     if lq != 1 or rows % b:
-      raise ValueError(f"primed cross-attention cache for {b} examples cannot serve a query "
+      raise ValueError(f"primed cross-attention keys for {b} examples cannot serve a query "
                        f"of shape {query.shape}: expected [{b} * beams, 1, H, Dh].")
-    q = query.reshape(b, rows // b, h, dh)  # [B, K, H, Dh] (beam-major rows)
+    q = query.reshape(b, rows // b, h, dh)  # [B, K, H, Dh]
     logits = jnp.einsum("bkhd,bhsd->bhks", q, keys)  # [B, H, K, S]
     weights = attention_weights(logits, mask[:, None, None, :], dh, values.dtype)  # [B, H, K, S]
     out = jnp.einsum("bhks,bhsd->bkhd", weights, values)  # [B, K, H, Dh]
-    return out.reshape(rows, 1, h, dh)
+    return self._output(out.reshape(rows, 1, h, dh))  # [B*K, 1, E]
 
 
-class FeedForward(nn.Module):
+class FeedForward(layers.ConfigModule):
   """Linear(F) -> ReLU -> Dropout -> Linear(E)."""
-  config: ml_collections.ConfigDict
 
   @nn.compact
-  def __call__(self, x, *, train: bool):
+  def __call__(self, x: jax.Array, *, train: bool) -> jax.Array:
     cfg = self.config
     dtype = layers.compute_dtype(cfg)
     y = layers.dense(cfg.mlp_dim, ("embed", "mlp"), dtype, name="wi")(x)  # [B, L, F]
@@ -247,26 +278,24 @@ class FeedForward(nn.Module):
     return layers.dense(cfg.emb_dim, ("mlp", "embed"), dtype, name="wo")(y)  # [B, L, E]
 
 
-class EncoderLayer(nn.Module):
-  config: ml_collections.ConfigDict
+class EncoderLayer(layers.ConfigModule):
 
   @nn.compact
-  def __call__(self, x, attn_mask, *, train: bool):
+  def __call__(self, x: jax.Array, attn_mask: jax.Array, *, train: bool) -> jax.Array:
     cfg = self.config
     dtype = layers.compute_dtype(cfg)
     drop = layers.Dropout(cfg.dropout, deterministic=not train)
     y = layers.layer_norm(dtype, name="attention_norm")(x)
-    x = x + drop(MultiHeadAttention(cfg, "self", name="attention")(y, y, attn_mask, train=train))
+    x = x + drop(SelfAttention(cfg, name="attention")(y, attn_mask, train=train))
     y = layers.layer_norm(dtype, name="mlp_norm")(x)
     return x + drop(FeedForward(cfg, name="mlp")(y, train=train))
 
 
-class Encoder(nn.Module):
+class Encoder(layers.ConfigModule):
   """(x [B, S, E], mask bool [B, S]) -> [B, S, E]; padded slots never attended to."""
-  config: ml_collections.ConfigDict
 
   @nn.compact
-  def __call__(self, x, mask, *, train: bool):
+  def __call__(self, x: jax.Array, mask: jax.Array, *, train: bool) -> jax.Array:
     cfg = self.config
     dtype = layers.compute_dtype(cfg)
     attn_mask = mask[:, None, None, :]  # [B, 1, 1, S] (keys)
@@ -277,78 +306,94 @@ class Encoder(nn.Module):
     return layers.layer_norm(dtype, name="final_norm")(x)
 
 
-class DecoderLayer(nn.Module):
-  config: ml_collections.ConfigDict
+class DecoderLayer(layers.ConfigModule):
 
-  @nn.compact
-  def __call__(self, x, encoded, self_mask, cross_mask, *, train: bool, decode: bool):
+  def setup(self):
     cfg = self.config
     dtype = layers.compute_dtype(cfg)
-    drop = layers.Dropout(cfg.dropout, deterministic=not train)
-    y = layers.layer_norm(dtype, name="self_attention_norm")(x)
-    x = x + drop(MultiHeadAttention(cfg, "self", name="self_attention")(
-        y, y, self_mask, train=train, decode=decode))
-    y = layers.layer_norm(dtype, name="cross_attention_norm")(x)
-    x = x + drop(MultiHeadAttention(cfg, "cross", name="cross_attention")(
-        y, encoded, cross_mask, train=train, decode=decode))
-    y = layers.layer_norm(dtype, name="mlp_norm")(x)
-    return x + drop(FeedForward(cfg, name="mlp")(y, train=train))
+    self.self_attention_norm = layers.layer_norm(dtype, name="self_attention_norm")
+    self.self_attention = SelfAttention(cfg, name="self_attention")
+    self.cross_attention_norm = layers.layer_norm(dtype, name="cross_attention_norm")
+    self.cross_attention = CrossAttention(cfg, name="cross_attention")
+    self.mlp_norm = layers.layer_norm(dtype, name="mlp_norm")
+    self.mlp = FeedForward(cfg, name="mlp")
+    # "Dropout_0": flax's automatic name for an inline Dropout, as in earlier
+    # versions of this layer (dropout rngs derive from the name).
+    self.dropout = layers.Dropout(cfg.dropout, name="Dropout_0")
+
+  def __call__(self, x: jax.Array, encoded: jax.Array, self_mask: jax.Array,
+               cross_mask: jax.Array, *, train: bool) -> jax.Array:
+    """x [B, L, E], encoded [B, S, E], masks broadcastable to [B, 1, L, L] / [B, 1, L, S]."""
+    drop = lambda y: self.dropout(y, deterministic=not train)
+    y = self.self_attention_norm(x)
+    x = x + drop(self.self_attention(y, self_mask, train=train))
+    y = self.cross_attention_norm(x)
+    x = x + drop(self.cross_attention(y, encoded, cross_mask, train=train))
+    y = self.mlp_norm(x)
+    return x + drop(self.mlp(y, train=train))  # [B, L, E]
+
+  def init_decode_state(self, encoded: jax.Array, encoder_mask: jax.Array, rows: int,
+                        max_len: int) -> None:
+    self.self_attention.init_decode_state(rows, max_len)
+    self.cross_attention.init_decode_state(encoded, encoder_mask)
+
+  def step(self, x: jax.Array) -> jax.Array:
+    """x [rows, 1, E] -> [rows, 1, E] (inference: no dropout)."""
+    y = self.self_attention_norm(x)
+    x = x + self.self_attention.step(y)
+    y = self.cross_attention_norm(x)
+    x = x + self.cross_attention.step(y)
+    y = self.mlp_norm(x)
+    return x + self.mlp(y, train=False)
 
 
-class Decoder(nn.Module):
+class Decoder(layers.ConfigModule):
   """(token vectors [B, L, E], encoded [B, S, E], encoder_mask [B, S]) -> [B, L, E].
 
   Causal self-attention (position i sees 0..i), cross-attention to the
   unmasked encoder slots. Padded caption positions need no extra mask: they
   come after the real tokens, so no real position attends to them, and the
-  loss ignores them.
+  loss ignores them. `init_decode_state` and `step` are the cached form (see
+  the module docstring).
   """
-  config: ml_collections.ConfigDict
 
-  @nn.compact
-  def __call__(self, x, encoded, encoder_mask, *, train: bool, decode: bool = False):
+  def setup(self):
     cfg = self.config
-    dtype = layers.compute_dtype(cfg)
+    self.decoder_layers = [DecoderLayer(cfg, name=f"layer_{i}")
+                           for i in range(cfg.num_decoder_layers)]
+    self.final_norm = layers.layer_norm(layers.compute_dtype(cfg), name="final_norm")
+
+  def __call__(self, x: jax.Array, encoded: jax.Array, encoder_mask: jax.Array, *,
+               train: bool) -> jax.Array:
+    dtype = layers.compute_dtype(self.config)
     length = x.shape[1]
     self_mask = nn.make_causal_mask(jnp.ones((1, length), bool)).astype(bool)  # [1, 1, L, L]
     cross_mask = encoder_mask[:, None, None, :]  # [B, 1, 1, S]
     x = x.astype(dtype)
     encoded = encoded.astype(dtype)
-    for i in range(cfg.num_decoder_layers):
-      x = DecoderLayer(cfg, name=f"layer_{i}")(
-          x, encoded, self_mask, cross_mask, train=train, decode=decode)
+    for layer in self.decoder_layers:
+      x = layer(x, encoded, self_mask, cross_mask, train=train)
       x = layers.constrain(x, ("batch", "act_length", "act_embed"))
-    return layers.layer_norm(dtype, name="final_norm")(x)
+    return self.final_norm(x)
+
+  def init_decode_state(self, encoded: jax.Array, encoder_mask: jax.Array, rows: int,
+                        max_len: int) -> None:
+    """Decoding variables of every layer: `rows` hypotheses over encoded [B, S, E]."""
+    for layer in self.decoder_layers:
+      layer.init_decode_state(encoded, encoder_mask, rows, max_len)
+
+  def step(self, x: jax.Array) -> jax.Array:
+    """Token vectors x [rows, 1, E] -> [rows, 1, E], one step of every hypothesis."""
+    x = x.astype(layers.compute_dtype(self.config))
+    for layer in self.decoder_layers:
+      x = layer.step(x)
+      x = layers.constrain(x, ("batch", "act_length", "act_embed"))
+    return self.final_norm(x)
 
 
-def sinusoidal_positions(positions, dim: int):
+def sinusoidal_positions(positions: jax.Array, dim: int) -> jax.Array:
   """positions int [...] -> [..., dim] fixed sin/cos encoding (length-agnostic)."""
   half = dim // 2
   freq = jnp.exp(-jnp.log(10_000.0) * jnp.arange(half, dtype=jnp.float32) / half)  # [dim/2]
   angles = positions.astype(jnp.float32)[..., None] * freq  # [..., dim/2]
   return jnp.concatenate([jnp.sin(angles), jnp.cos(angles)], axis=-1)  # [..., dim]
-
-
-def cross_attention_cache(decoder_params: Any, encoded: jax.Array, encoder_mask: jax.Array,
-                          config: ml_collections.ConfigDict) -> dict:
-  """Primed cross-attention cache entries of every decoder layer, computed once per batch.
-
-  decoder_params: the Decoder's params; encoded [B, S, E]; encoder_mask bool [B, S].
-  Returns {'layer_i': {'cross_attention': {'cross_key', 'cross_value': [B, H, S, Dh],
-  'cross_mask': [B, S]}}}. Merged into a decode cache (in place of the lazily filled
-  entries), the step reads them directly; with B examples and B*K query rows each
-  example's keys serve its K beams (no tiling, no per-step gather).
-  """
-  dtype = layers.compute_dtype(config)
-  params = nn.meta.unbox(decoder_params)
-  out = {}
-  for i in range(config.num_decoder_layers):
-    p = params[f"layer_{i}"]["cross_attention"]
-    # The same stacked product as the full-length cross-attention pass.
-    key, value = project_stacked(encoded, (p["key_kernel"], p["value_kernel"]),
-                                 (p["key_bias"], p["value_bias"]), dtype)  # each [B, S, H, Dh]
-    out[f"layer_{i}"] = {"cross_attention": {
-        "cross_key": key.transpose(0, 2, 1, 3),      # [B, H, S, Dh]
-        "cross_value": value.transpose(0, 2, 1, 3),
-        "cross_mask": encoder_mask.astype(bool)}}
-  return out

@@ -1,9 +1,19 @@
 """Small models for decoding tests.
 
-`RnnToy`: a pure-function recurrent language model whose cache is its hidden
-state; `score_sequence` scores a whole sequence in NumPy, independently of the
-JAX decoding code, for exhaustive-enumeration checks. (The decoding glue is
-tested on the real Captioner, tests/decoding/captioner_decode_test.py.)
+Each has the search callback tokens_to_logits(ids [rows, 1], cache,
+slot_cache) -> (logits [rows, V], cache, slot_cache) and scores a whole
+sequence in NumPy (`score_sequence`), independently of the JAX decoding code,
+for exhaustive-enumeration checks:
+
+  RnnToy:     a recurrent language model whose cache is its hidden state.
+  SlotRnnToy: the same model keeping its hidden states slot-major, as the
+              Captioner keeps its self-attention keys/values: written in
+              place in `slot_cache`, read through an ancestor table in
+              `cache`. Correct only if the search reorders `cache` and never
+              `slot_cache`.
+
+(The decoding glue is tested on the real Captioner,
+tests/decoding/test_captioner_decode.py.)
 """
 from __future__ import annotations
 
@@ -13,6 +23,16 @@ import jax.numpy as jnp
 import numpy as np
 
 PAD, BOS, EOS = 0, 1, 2
+IMPOSSIBLE = -1e9  # logit of a token a toy never allows
+
+
+def log_softmax_allowed(logits: np.ndarray) -> np.ndarray:
+  """log-probabilities renormalised without PAD/BOS and impossible tokens (NumPy, f64)."""
+  logits = np.asarray(logits, np.float64).copy()
+  logits[[PAD, BOS]] = -np.inf
+  logits[logits <= IMPOSSIBLE / 2] = -np.inf
+  m = logits.max()
+  return logits - m - np.log(np.exp(logits - m).sum())
 
 
 @dataclasses.dataclass
@@ -39,11 +59,17 @@ class RnnToy:
     h = np.repeat(self.memory, beam_size, axis=0)  # [B*K, H]
     return {"h": jnp.asarray(h)}
 
-  def tokens_to_logits(self, ids, cache):
-    h = jnp.tanh(cache["h"] @ self.rec + jnp.asarray(self.emb)[ids[:, 0]])
-    logits = h @ self.out
-    logits = logits.at[:, EOS].add(self.eos_bias)
-    return logits, {"h": h}
+  def next_hidden(self, h, ids):
+    """h [rows, H], ids [rows, 1] -> [rows, H]."""
+    return jnp.tanh(h @ self.rec + jnp.asarray(self.emb)[ids[:, 0]])
+
+  def logits(self, h):
+    """h [rows, H] -> [rows, V]."""
+    return (h @ self.out).at[:, EOS].add(self.eos_bias)
+
+  def tokens_to_logits(self, ids, cache, slot_cache):
+    h = self.next_hidden(cache["h"], ids)  # [rows, H]
+    return self.logits(h), {"h": h}, slot_cache
 
   def score_sequence(self, b: int, tokens: list[int]) -> float:
     """log p(tokens) for example b, renormalised without PAD/BOS (NumPy)."""
@@ -53,9 +79,39 @@ class RnnToy:
       h = np.tanh(h @ self.rec + self.emb[prev])
       logits = h @ self.out
       logits[EOS] += self.eos_bias
-      logits[[PAD, BOS]] = -np.inf
-      m = logits.max()
-      logp = logits - m - np.log(np.exp(logits - m).sum())
-      total += logp[tok]
+      total += log_softmax_allowed(logits)[tok]
       prev = tok
     return float(total)
+
+
+@dataclasses.dataclass
+class SlotRnnToy:
+  """RnnToy's model with slot-major state (see the module docstring).
+
+  slot_cache['h'] [rows, 1 + L, H]: row r, position t holds the hidden state
+  after t steps of whichever hypothesis sat in row r at step t; written once,
+  in place. cache['ancestors'] [rows, 1 + L]: the row holding position t of
+  the hypothesis now in row r; cache['t'] [rows]: steps taken.
+  """
+  rnn: RnnToy
+
+  def init_state(self, beam_size: int, max_len: int) -> tuple[dict, dict]:
+    """(cache, slot_cache) for B*K rows."""
+    memory = np.repeat(self.rnn.memory, beam_size, axis=0)  # [B*K, H]
+    rows, hidden = memory.shape
+    h = np.zeros((rows, 1 + max_len, hidden), np.float32)
+    h[:, 0] = memory
+    ancestors = np.zeros((rows, 1 + max_len), np.int32)
+    ancestors[:, 0] = np.arange(rows)
+    cache = {"ancestors": jnp.asarray(ancestors), "t": jnp.zeros((rows,), jnp.int32)}
+    return cache, {"h": jnp.asarray(h)}
+
+  def tokens_to_logits(self, ids, cache, slot_cache):
+    rows = ids.shape[0]
+    t = cache["t"][0]
+    h_prev = slot_cache["h"][cache["ancestors"][:, t], t]  # [rows, H]
+    h = self.rnn.next_hidden(h_prev, ids)  # [rows, H]
+    slots = {"h": slot_cache["h"].at[:, t + 1].set(h)}
+    cache = {"ancestors": cache["ancestors"].at[:, t + 1].set(jnp.arange(rows)),
+             "t": cache["t"] + 1}
+    return self.rnn.logits(h), cache, slots

@@ -1,13 +1,12 @@
 """Decoding glue on the real Captioner (tiny config)."""
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from configs import base
 from cc12m_jax.decoding import captioner_decode as cd
 from cc12m_jax.models import captioner as captioner_lib
-from decoding_toys import EOS
+from decoding_toys import BOS, EOS
 
 VOCAB, FEATURES, B = 40, 12, 4
 
@@ -16,7 +15,6 @@ def tiny_captioner():
   cfg = base.model_config()
   cfg.emb_dim, cfg.num_heads, cfg.mlp_dim = 32, 4, 64
   cfg.num_encoder_layers = cfg.num_decoder_layers = 2
-  cfg.max_regions, cfg.max_tags = 4, 3
   return captioner_lib.Captioner(cfg, VOCAB)
 
 
@@ -114,9 +112,53 @@ def test_sharded_batch_decodes_like_unsharded(model_and_params, beam_output):
                              rtol=1e-5)
 
 
+@pytest.fixture(scope="module")
+def greedy_params(model_and_params):
+  # Init key 5, unscaled: the four examples get four different greedy
+  # captions within 10 tokens, one of them ending with EOS.
+  model, _, batch = model_and_params
+  return jax.jit(lambda r: model.init(r, batch, train=False))(jax.random.key(5))["params"]
+
+
+@pytest.mark.parametrize("max_len,forbid_eos", [(10, False), (40, True)])
+def test_greedy_tokens_equal_teacher_forced_argmax(model_and_params, greedy_params, max_len,
+                                                   forbid_eos):
+  # Reference: each greedy prefix through the full-length (teacher-forced)
+  # decoder, arg-max of its last position. The cached step (primed
+  # cross-attention, slot-major self-attention) must pick the same token at
+  # every step; 40 steps cross the first attention window (32 positions).
+  model, _, batch = model_and_params
+  params = greedy_params
+  cfg = base.decode_config()
+  cfg.method, cfg.max_decode_len = "greedy", max_len
+  never = (0, BOS, EOS) if forbid_eos else (0, BOS)
+  hook = (lambda logits: logits.at[:, EOS].set(-1e9)) if forbid_eos else None
+  out = cd.make_decode_fn(model, cfg, logits_hook=hook)(params, batch, jax.random.key(0))
+  tokens, scores = np.asarray(out["tokens"])[:, 0], np.asarray(out["scores"])[:, 0]  # [B, L], [B]
+
+  forward = jax.jit(lambda p, b: model.apply({"params": p}, b, train=False))
+  inputs = np.zeros((B, max_len), np.int32)  # the prefix, then padding the causal mask hides
+  inputs[:, 0] = BOS
+  expected = np.zeros((B, max_len), np.int32)
+  finished = np.zeros(B, bool)
+  for t in range(max_len):
+    logits = np.array(forward(params, dict(batch, decoder_inputs=inputs))[:, t])  # [B, V]
+    logits[:, list(never)] = -np.inf
+    expected[:, t] = np.where(finished, 0, logits.argmax(-1))
+    finished |= expected[:, t] == EOS
+    if t + 1 < max_len:
+      inputs[:, t + 1] = expected[:, t]
+  np.testing.assert_array_equal(tokens, expected)
+  assert len({tuple(seq) for seq in expected}) == B  # the image matters
+  logp = full_logprobs(model, params, batch, expected, never=never)  # [B, L]
+  lengths = [list(seq).index(EOS) + 1 if EOS in seq else max_len for seq in expected]
+  np.testing.assert_allclose(scores, [logp[b, :n].sum() for b, n in enumerate(lengths)],
+                             rtol=1e-3, atol=1e-4)
+
+
 def test_sampling_logprobs_match_full_decoder(model_and_params):
   # (Greedy shares this code path; greedy == top-k 1 sampling is tested in
-  # sampling_test.py.)
+  # test_sampling.py.)
   model, params, batch = model_and_params
   cfg = base.decode_config()
   cfg.method, cfg.max_decode_len, cfg.top_k = "sample", 6, 5

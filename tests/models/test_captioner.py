@@ -71,29 +71,64 @@ def test_padded_regions_and_tags_do_not_change_outputs():
 @pytest.mark.parametrize("length", [tiny.CAPTION_LEN, 70])
 def test_cached_decoding_matches_full_decoder(length):
   # 70 positions span three attention windows (32, 64, 70) of the cached step.
+  # K = 2 rows per example, each fed its own tokens: both rows read their
+  # example's primed cross-attention keys/values.
   model, params, forward = _shared()
-  batch = tiny.random_batch(2, seed=6)
+  b, k = 2, 2
+  batch = tiny.random_batch(b, seed=6)
   rng = np.random.default_rng(length)
-  batch["decoder_inputs"] = rng.integers(6, tiny.VOCAB, (2, length)).astype(np.int32)
-  full = forward(params, batch)
+  tokens = rng.integers(6, tiny.VOCAB, (b * k, length)).astype(np.int32)  # [B*K, L]
+  tiled = {key: np.repeat(v, k, 0) for key, v in batch.items()}  # beam-major rows
+  full = forward(params, dict(tiled, decoder_inputs=tokens))  # [B*K, L, V]
   encoded, mask = jax.jit(lambda p, b: model.apply(
       {"params": p}, b, train=False, method=captioner.Captioner.encode))(params, batch)
-  cache = captioner.init_cache(model, encoded, mask, length)
+  _, state = jax.jit(lambda p: model.apply(
+      {"params": p}, encoded, mask, num_hypotheses=k, max_decode_len=length,
+      method=captioner.Captioner.init_decode_state,
+      mutable=list(captioner.DECODE_COLLECTIONS)))(params)
+  assert set(state) == set(captioner.DECODE_COLLECTIONS)
+  for name in (captioner.STEP_CACHE, captioner.SLOT_CACHE):
+    for leaf in jax.tree_util.tree_leaves(state[name]):
+      assert leaf.shape[0] == b * k  # one row per hypothesis
+  for leaf in jax.tree_util.tree_leaves(state[captioner.PRIMED_CACHE]):
+    assert leaf.shape[0] == b  # one per example, shared by its K rows
+  primed = state[captioner.PRIMED_CACHE]
 
   @jax.jit
-  def decode_step(params, cache, token):
+  def decode_step(params, cache, slot_cache, token):
     return model.apply(
-        {"params": params, "cache": cache}, token, encoded, mask,
-        train=False, decode=True, mutable=["cache"], method=captioner.Captioner.decode)
+        {"params": params, captioner.PRIMED_CACHE: primed, captioner.STEP_CACHE: cache,
+         captioner.SLOT_CACHE: slot_cache}, token, method=captioner.Captioner.decode_step,
+        mutable=[captioner.STEP_CACHE, captioner.SLOT_CACHE])
 
-  for leaf in jax.tree_util.tree_leaves(cache):
-    assert leaf.shape[0] == 2  # every cache leaf is batch-major (beam search tiles it)
+  cache, slot_cache = state[captioner.STEP_CACHE], state[captioner.SLOT_CACHE]
   step_logits = []
   for t in range(length):
-    logits, mutated = decode_step(params, cache, batch["decoder_inputs"][:, t:t + 1])
-    cache = mutated["cache"]
+    logits, mutated = decode_step(params, cache, slot_cache, tokens[:, t:t + 1])  # [B*K, V]
+    cache, slot_cache = mutated[captioner.STEP_CACHE], mutated[captioner.SLOT_CACHE]
     step_logits.append(logits)
-  np.testing.assert_allclose(np.concatenate(step_logits, 1), full, rtol=1e-4, atol=1e-4)
+  np.testing.assert_allclose(np.stack(step_logits, 1), full, rtol=1e-4, atol=1e-4)
+
+
+def test_attention_parameter_names_and_shapes_are_the_checkpoint_layout():
+  # Checkpoints store parameters by these paths: the attention modules must keep them.
+  model, params, _ = _shared()
+  e, h = 32, 4
+  expected = {f"{n}_kernel": (e, h, e // h) for n in ("query", "key", "value")}
+  expected.update({f"{n}_bias": (h, e // h) for n in ("query", "key", "value")})
+  expected.update(out_kernel=(h, e // h, e), out_bias=(e,))
+  stacks = {
+      "encoder": {"attention", "attention_norm", "mlp", "mlp_norm"},
+      "decoder": {"self_attention", "self_attention_norm", "cross_attention",
+                  "cross_attention_norm", "mlp", "mlp_norm"}}
+  for stack, names in stacks.items():
+    assert set(params[stack]) == {"layer_0", "layer_1", "final_norm"}
+    for i in range(2):
+      layer = params[stack][f"layer_{i}"]
+      assert set(layer) == names
+      for name in names:
+        if name.endswith("attention"):
+          assert {k: v.shape for k, v in layer[name].items()} == expected
 
 
 def test_loss_ignores_padding_and_reports_metrics():

@@ -11,6 +11,8 @@ for exhaustive-enumeration checks:
               place in `slot_cache`, read through an ancestor table in
               `cache`. Correct only if the search reorders `cache` and never
               `slot_cache`.
+  ChainToy:   a bigram model in which a word can only repeat itself, so the
+              live prefixes of every length are few (one per word).
 
 (The decoding glue is tested on the real Captioner,
 tests/decoding/test_captioner_decode.py.)
@@ -115,3 +117,75 @@ class SlotRnnToy:
     cache = {"ancestors": cache["ancestors"].at[:, t + 1].set(jnp.arange(rows)),
              "t": cache["t"] + 1}
     return self.rnn.logits(h), cache, slots
+
+
+@dataclasses.dataclass
+class ChainToy:
+  """After BOS any word or EOS; after word w only w again or EOS.
+
+  The sequences are [EOS], w^n [EOS] (n < L) and w^L for each word w, and the
+  live prefixes of every length are the W chains w^n: a beam of width >= W
+  never prunes. EOS endings accumulate W per step, so with width W the
+  finished set is full after one step and the search can stop early.
+  """
+  first: np.ndarray  # [B, V] logits after BOS
+  stay: np.ndarray   # [B, V] logit of w after w (index w)
+  stop: np.ndarray   # [B, V] logit of EOS after w (index w)
+
+  @classmethod
+  def from_probabilities(cls, first: dict[int, float], stay: dict[int, float]) -> "ChainToy":
+    """One example: p(token | BOS) for EOS and each word; p(w | w), so p(EOS | w) = 1 - p(w | w)."""
+    vocab = 1 + max(first)
+
+    def logits(probs):  # [1, V]; tokens without a probability are impossible
+      row = np.full((1, vocab), IMPOSSIBLE, np.float64)
+      for t, p in probs.items():
+        row[0, t] = np.log(p)
+      return row.astype(np.float32)
+
+    return cls(first=logits(first), stay=logits(stay),
+               stop=logits({w: 1.0 - q for w, q in stay.items()}))
+
+  @property
+  def words(self) -> list[int]:
+    return list(range(3, self.first.shape[1]))
+
+  def init_cache(self, beam_size: int) -> dict:
+    """Each row's example index [B*K] (gathered with the beams, so it stays right)."""
+    batch = self.first.shape[0]
+    return {"example": jnp.repeat(jnp.arange(batch, dtype=jnp.int32), beam_size)}
+
+  def _logits(self, example, prev):
+    vocab = self.first.shape[1]
+    if prev == BOS:
+      return self.first[example].astype(np.float64)
+    logits = np.full(vocab, IMPOSSIBLE, np.float64)
+    logits[prev] = self.stay[example, prev]
+    logits[EOS] = self.stop[example, prev]
+    return logits
+
+  def tokens_to_logits(self, ids, cache, slot_cache):
+    prev = ids[:, 0]  # [rows]
+    example = cache["example"]  # [rows]
+    vocab = self.first.shape[1]
+    rows = jnp.arange(ids.shape[0])
+    after_word = jnp.full((ids.shape[0], vocab), IMPOSSIBLE, jnp.float32)  # [rows, V]
+    after_word = after_word.at[rows, prev].set(jnp.asarray(self.stay)[example, prev])
+    after_word = after_word.at[rows, EOS].set(jnp.asarray(self.stop)[example, prev])
+    logits = jnp.where((prev == BOS)[:, None], jnp.asarray(self.first)[example],
+                       after_word)  # [rows, V]
+    return logits, cache, slot_cache
+
+  def sequences(self, max_len: int) -> list[list[int]]:
+    """Every sequence of nonzero probability."""
+    seqs = [[EOS]]
+    for w in self.words:
+      seqs += [[w] * n + [EOS] for n in range(1, max_len)] + [[w] * max_len]
+    return seqs
+
+  def score_sequence(self, b: int, tokens: list[int]) -> float:
+    prev, total = BOS, 0.0
+    for tok in tokens:
+      total += log_softmax_allowed(self._logits(b, prev))[tok]
+      prev = tok
+    return float(total)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from cc12m_jax.decoding import beam_search as bs
-from decoding_toys import EOS, PAD, RnnToy, SlotRnnToy
+from decoding_toys import EOS, PAD, ChainToy, RnnToy, SlotRnnToy
 
 
 def all_sequences(vocab: int, max_len: int):
@@ -121,15 +121,48 @@ def test_batch_elements_decode_independently():
     np.testing.assert_allclose(sc1[0], scores[b], rtol=1e-5)
 
 
-def test_early_stop_does_not_change_result():
-  # Early termination is sound: same answer as with it disabled (alpha=0
-  # makes the bound tight, so the search does stop early here).
-  toy = RnnToy.create(seed=4, vocab=8, hidden=8, batch=3, eos_bias=3.0)
-  seqs, scores = run_beam(toy, 3, beam_size=3, alpha=0.0, max_decode_len=10)
-  for b in range(3):
-    for s, sc in zip(seqs[b], scores[b]):
-      np.testing.assert_allclose(sc, toy.score_sequence(b, strip(s)),
-                                 rtol=1e-5)
+def count_steps(tokens_to_logits, steps: list):
+  """tokens_to_logits that appends to `steps` each time the search calls it."""
+  def counted(ids, cache, slot_cache):
+    jax.debug.callback(lambda _: steps.append(1), ids[0, 0])
+    return tokens_to_logits(ids, cache, slot_cache)
+  return counted
+
+
+# Words A = 3, B = 4. Width 2 = the number of live prefixes of every length
+# (the chains A^n and B^n), so the search never prunes and must return exactly
+# the best two of all sequences; the finished set is full after one step, and
+# each case stops before max_len = 10. A stop that came too early would miss
+# the second best, found at step 2:
+#  * alpha = 0: best [B EOS], then [B B EOS]; after one step the finished set
+#    holds [B EOS] and [EOS], so stopping once K hypotheses are finished fails;
+#  * alpha = 1, 1.5: best [B EOS], then [B B EOS], then [A EOS]; after one step
+#    the live A A can still beat [A EOS] only thanks to the longer length's
+#    penalty, so a bound using the current length's penalty instead of
+#    max_len's stops with [A EOS] second.
+EARLY_STOP_CASES = [
+    (0.0, {EOS: 0.05, 3: 0.05, 4: 0.9}, {3: 0.05, 4: 0.7}),
+    (1.0, {EOS: 0.05, 3: 0.15, 4: 0.8}, {3: 0.4, 4: 0.1}),
+    (1.5, {EOS: 0.05, 3: 0.15, 4: 0.8}, {3: 0.4, 4: 0.1}),
+]
+
+
+@pytest.mark.parametrize("alpha,first,stay", EARLY_STOP_CASES)
+def test_early_stop_keeps_the_exact_result_of_a_never_pruning_beam(alpha, first, stay):
+  k, max_len = 2, 10
+  toy = ChainToy.from_probabilities(first, stay)
+  steps = []
+  fn = jax.jit(functools.partial(
+      bs.beam_search, tokens_to_logits=count_steps(toy.tokens_to_logits, steps),
+      batch_size=1, beam_size=k, alpha=alpha, max_decode_len=max_len))
+  seqs, scores = jax.block_until_ready(fn(toy.init_cache(k)))
+  jax.effects_barrier()
+  assert 2 < len(steps) < max_len  # it went past the full finished set and stopped early
+  ranked = sorted(((toy.score_sequence(0, c) / ((5 + len(c)) / 6) ** alpha, c)
+                   for c in toy.sequences(max_len)), key=lambda x: -x[0])[:k]
+  assert [strip(s) for s in np.asarray(seqs[0])] == [c for _, c in ranked]
+  assert ranked[1][1] == [4, 4, EOS]
+  np.testing.assert_allclose(scores[0], [sc for sc, _ in ranked], rtol=1e-5)
 
 
 def test_slot_cache_is_carried_and_never_reordered():

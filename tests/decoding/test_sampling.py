@@ -8,7 +8,7 @@ import pytest
 
 from cc12m_jax.decoding import beam_search as bs
 from cc12m_jax.decoding import sampling
-from decoding_toys import EOS, RnnToy
+from decoding_toys import BOS, EOS, PAD, RnnToy
 
 
 def greedy(toy, batch, max_len):
@@ -85,16 +85,52 @@ def test_sampling_with_single_candidate_equals_greedy(kw):
   np.testing.assert_allclose(np.asarray(s_logp), g_logp, rtol=1e-5)
 
 
-def test_sampling_frequencies_follow_tempered_filtered_distribution():
-  logits = jnp.array([[0.0, -9.0, 1.0, 2.0, 0.5, -1.0]])
-  n = 20000
-  filtered = sampling.filter_logits(logits, temperature=2.0, top_k=3)
-  probs = np.asarray(jax.nn.softmax(filtered[0]))
-  assert np.count_nonzero(probs > 1e-9) == 3
-  draws = np.asarray(jax.random.categorical(
-      jax.random.key(1), jnp.broadcast_to(filtered, (n, 6)), axis=-1))
-  freq = np.bincount(draws, minlength=6) / n
-  np.testing.assert_allclose(freq, probs, atol=0.015)
+def reference_distribution(logits, temperature=1.0, top_k=0, top_p=1.0):
+  """NumPy: softmax(logits / T) over allowed tokens (not PAD/BOS), then top-k, then nucleus."""
+  x = np.asarray(logits, np.float64) / temperature
+  x[[PAD, BOS]] = -np.inf
+  if top_k:
+    x[x < np.sort(x)[::-1][top_k - 1]] = -np.inf
+  p = np.exp(x - x.max())
+  p /= p.sum()
+  if top_p < 1.0:
+    order = np.argsort(-p)
+    mass_before = np.cumsum(p[order]) - p[order]
+    keep = np.zeros_like(p, bool)
+    keep[order[mass_before < top_p]] = True  # the smallest set reaching top_p
+    p = np.where(keep, p, 0.0)
+    p /= p.sum()
+  return p
+
+
+FIXED_LOGITS = np.array([0.3, -0.2, 1.0, 2.0, 0.5, -1.0, 1.5, 0.2], np.float32)
+SAMPLES = 40_000
+
+
+@pytest.mark.parametrize("kw", [dict(temperature=1.0), dict(temperature=0.5),
+                                dict(temperature=2.0), dict(temperature=2.0, top_k=3),
+                                dict(temperature=0.7, top_p=0.8),
+                                dict(temperature=1.5, top_k=4, top_p=0.7)])
+def test_sample_draws_from_the_tempered_filtered_distribution(kw):
+  # One step of `sampling.sample` itself on SAMPLES rows that all see
+  # FIXED_LOGITS: the token frequencies estimate its distribution.
+  def tokens_to_logits(ids, cache, slot_cache):
+    logits = jnp.broadcast_to(jnp.asarray(FIXED_LOGITS), (ids.shape[0], FIXED_LOGITS.size))
+    return logits, cache, slot_cache
+
+  seqs, _ = jax.jit(functools.partial(
+      sampling.sample, tokens_to_logits=tokens_to_logits, batch_size=SAMPLES,
+      max_decode_len=1, **kw))(None, rng=jax.random.key(5))
+  freq = np.bincount(np.asarray(seqs)[:, 0], minlength=FIXED_LOGITS.size) / SAMPLES
+  expected = reference_distribution(FIXED_LOGITS, **kw)
+  # Five binomial standard deviations per token, from the sample count.
+  tol = 5 * np.sqrt(expected * (1 - expected) / SAMPLES)
+  np.testing.assert_array_less(np.abs(freq - expected), tol + 1e-12)
+  # Filtered-out tokens (and PAD, BOS) are never drawn.
+  assert np.all(freq[expected == 0] == 0)
+  # The check can tell this distribution from the untempered, unfiltered one.
+  if kw != dict(temperature=1.0):
+    assert np.any(np.abs(reference_distribution(FIXED_LOGITS) - expected) > 3 * tol)
 
 
 def test_nucleus_keeps_smallest_set_reaching_p():

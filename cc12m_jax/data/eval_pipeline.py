@@ -14,12 +14,13 @@ import jax
 import ml_collections
 import tensorflow as tf
 
+from cc12m_jax.data import batch_spec
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import pipeline
 from cc12m_jax.data import records as records_lib
 
 # The train keys plus each example's position in the source (-1: padding).
-EVAL_DEVICE_KEYS = pipeline.DEVICE_KEYS + ("example_index",)
+EVAL_DEVICE_KEYS = batch_spec.device_keys(batch_spec.EVAL)
 _DOMAIN_NAMES = {v: k for k, v in records_lib.DOMAIN_IDS.items()}
 
 

@@ -25,8 +25,8 @@ class DatasetMetadata:
   num_records: int
   num_captions: int
   num_shards: int
-  max_regions: int = 16
-  max_tags: int = 16
+  max_regions: int = records_lib.MAX_REGIONS
+  max_tags: int = records_lib.MAX_TAGS
   format_version: int = 1
   description: str = ""
   feature_dtype: str = "float32"

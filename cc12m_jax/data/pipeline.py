@@ -31,17 +31,16 @@ import ml_collections
 import numpy as np
 import tensorflow as tf
 
+from cc12m_jax.data import batch_spec
 from cc12m_jax.data import host_memory
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
 
 AUTOTUNE = tf.data.AUTOTUNE
-# Keys that go to the device (docs/architecture.md); everything else (image
+# Keys that go to the device (data/batch_spec.py); everything else (image
 # ids, caption strings) stays on the host.
-DEVICE_KEYS = ("global_feature", "region_features", "region_boxes",
-               "region_mask", "tag_tokens", "tag_mask", "tag_scores",
-               "decoder_inputs", "decoder_targets", "example_mask", "domain")
+DEVICE_KEYS = batch_spec.device_keys(batch_spec.TRAIN)
 FILTER_REASONS = ("excluded_id", "subsampled_out")
 # Granularity (examples) at which training sources are mixed.
 MIX_BLOCK = 4
@@ -62,14 +61,13 @@ class TrainSource:
 
 
 def train_sources(data_cfg: ml_collections.ConfigDict) -> list[TrainSource]:
-  """Parses data.train_sources / train_weights / train_fractions."""
+  """Parses data.train_sources / train_weights / train_fractions (one weight and
+  one fraction per source); a ValueError names the key."""
   names = _csv(data_cfg.train_sources)
   weights = [float(w) for w in _csv(data_cfg.train_weights)]
   fractions = [float(f) for f in _csv(data_cfg.train_fractions)]
   if not names:
     raise ValueError("config.data.train_sources is empty")
-  if len(fractions) == 1 and len(names) > 1:
-    fractions = fractions * len(names)
   for key, values in (("train_weights", weights),
                       ("train_fractions", fractions)):
     if len(values) != len(names):

@@ -78,8 +78,8 @@ def test_hosts_see_disjoint_data_covering_everything(tiny_world, source,
 
 def test_mixture_proportions(tiny_world):
   it = pipeline_lib.make_train_iterator(
-      data_config(tiny_world, train_sources="cc3m,cc12m",
-                  train_weights="1,3", global_batch_size=64), None)
+      data_config(tiny_world, train_sources="cc3m,cc12m", train_weights="1,3",
+                  train_fractions="1,1", global_batch_size=64), None)
   counts = collections.Counter(s for s, _ in host_examples(it, 3200))
   assert abs(counts[0] / 3200 - 0.25) < 0.05   # cc3m
   assert abs(counts[1] / 3200 - 0.75) < 0.05   # cc12m
@@ -197,7 +197,7 @@ def test_train_device_batches(tiny_world):
 
 def test_restored_iterator_resumes_at_the_next_example(tiny_world, tmp_path):
   data = data_config(tiny_world, train_sources="cc12m,coco_train",
-                     train_weights="2,1", exclude_ids_of="cc3m")
+                     train_weights="2,1", train_fractions="1,1", exclude_ids_of="cc3m")
   it = pipeline_lib.make_train_iterator(data, None)
   for _ in range(5):
     it.next_host_batch()
@@ -315,7 +315,7 @@ def test_sources_of_a_mixture_keep_their_own_feature_dtype(tiny_world,
   _, world_dir, _ = tiny_world
   cfg = data_config(tiny_world, data_dir=data_dir,
                     train_sources="exact,half", train_weights="1,1",
-                    train_fractions="1", global_batch_size=8,
+                    train_fractions="1,1", global_batch_size=8,
                     vocab_path=f"{world_dir}/vocab.txt")
   it = pipeline_lib.make_train_iterator(cfg, None)
   by_id = {r.image_id: r for r in recs}

@@ -15,6 +15,7 @@ import dataclasses
 
 import numpy as np
 
+from cc12m_jax.data import records
 from cc12m_jax.data.synthetic import concepts as concepts_lib
 
 COLORS = ("red", "blue", "green", "yellow", "white", "black", "brown", "pink",
@@ -59,8 +60,8 @@ class World:
   """Concept inventory plus the feature-space prototypes of everything."""
 
   def __init__(self, num_concepts: int, feature_dim: int, seed: int, *,
-               region_noise: float = 0.5, max_regions: int = 16,
-               max_tags: int = 16):
+               region_noise: float = 0.5, max_regions: int = records.MAX_REGIONS,
+               max_tags: int = records.MAX_TAGS):
     self.concepts = concepts_lib.build_inventory(num_concepts, seed)
     self.feature_dim = feature_dim
     self.region_noise = region_noise

@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from configs import base  # noqa: E402  (the repo root holds configs/)
+from cc12m_jax.data import records  # noqa: E402
 from cc12m_jax.evaluation import retrieval  # noqa: E402
 from cc12m_jax.models import dual_encoder  # noqa: E402
 
@@ -43,7 +44,7 @@ def peak_rss_mib() -> float:
 
 def random_batch(rng: np.random.Generator, model_cfg, batch_size: int, feature_dim: int,
                  tag_tokens: int, caption_length: int, vocab: int) -> dict:
-  r, t = model_cfg.max_regions, model_cfg.max_tags
+  r, t = records.MAX_REGIONS, records.MAX_TAGS
   boxes = np.sort(rng.uniform(size=(batch_size, r, 2, 2)), axis=2).reshape(batch_size, r, 4)
   area = (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
   return {

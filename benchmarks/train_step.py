@@ -34,8 +34,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from cc12m_jax import sharding
-from cc12m_jax.models import captioner
-from cc12m_jax.train import trainer
+from cc12m_jax.core.run_setup import RunSetup
+from cc12m_jax.data import batch_spec, records
+from cc12m_jax.train import state as state_lib
 from configs import base
 
 
@@ -92,12 +93,13 @@ def main() -> None:
   config.data.max_caption_length = args.caption_len
   config.mesh.data, config.mesh.fsdp, config.mesh.model = len(devices), 1, 1
   device = devices[0]
-  setup = trainer.Setup(config, devices)
-  state = setup.new_state()
+  setup = RunSetup(config, devices)
+  training = state_lib.TrainSetup(setup, config.optim)
+  state = training.new_state(config.train.seed)
   rng = np.random.default_rng(0)
-  batch = jax.tree_util.tree_map(np.asarray, captioner.dummy_batch(
-      config.model, global_batch, args.feature_dim, args.caption_len,
-      config.data.max_tag_tokens))
+  batch = batch_spec.zeros(batch_spec.Dims(global_batch, args.feature_dim,
+                                           config.data.max_tag_tokens, args.caption_len),
+                           batch_spec.device_keys(batch_spec.TRAIN))
   batch["global_feature"] = rng.normal(size=batch["global_feature"].shape).astype(np.float32)
   batch["region_features"] = rng.normal(size=batch["region_features"].shape).astype(np.float32)
   batch["region_boxes"] = rng.random(batch["region_boxes"].shape).astype(np.float32)
@@ -105,10 +107,10 @@ def main() -> None:
   batch["decoder_inputs"] = rng.integers(6, args.vocab, batch["decoder_inputs"].shape).astype(np.int32)
   batch["decoder_targets"] = rng.integers(6, args.vocab, batch["decoder_targets"].shape).astype(np.int32)
   batch = jax.device_put(batch, setup.batch_sharding)
-  enc_len = 1 + config.model.max_regions + config.model.max_tags
+  enc_len = 1 + records.MAX_REGIONS + records.MAX_TAGS
 
   t0 = time.perf_counter()
-  step = setup.jit_train_step().lower(state, batch).compile()  # the exact program timed below
+  step = training.jit_train_step(config.train.dropout_rng).lower(state, batch).compile()  # the exact program timed below
   compile_s = time.perf_counter() - t0
   cost = step.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost

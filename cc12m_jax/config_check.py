@@ -103,17 +103,24 @@ def check_overrides(argv: Sequence[str], name: str = "config") -> None:
 
 
 def parse_flags(argv: Sequence[str], *, known_only: bool = False) -> list[str]:
-  """An absl `flags_parser`: the override-key check, then absl's own parsing.
+  """An absl `flags_parser`: absl's own parsing, with unknown override keys explained.
 
-  An unknown key exits with one line in absl's format for flag errors,
-  before any compute. `known_only=True` leaves unknown flags in the returned
-  argv (for programs that pass them on, e.g. to Apache Beam).
+  The config file is executed once, by absl. Only when parsing fails is it
+  loaded again, to name an unknown key and the closest known one: one line in
+  absl's format for flag errors, exit 1, before any compute. `known_only=True`
+  leaves unknown flags in the returned argv (for programs that pass them on,
+  e.g. to Apache Beam).
   """
   try:
-    check_overrides(argv)
-  except UnknownOverrideError as e:
-    sys.stderr.write(f"FATAL Flags parsing error: {e}\n")
-    sys.exit(1)
-  if known_only:
-    return flags.FLAGS(list(argv), known_only=True)
-  return app.parse_flags_with_usage(list(argv))
+    if known_only:
+      return flags.FLAGS(list(argv), known_only=True)
+    return app.parse_flags_with_usage(list(argv))
+  except (AttributeError, KeyError, flags.Error):
+    # ml_collections reports an unknown override key as a bare AttributeError
+    # (or KeyError); find which key it was.
+    try:
+      check_overrides(argv)
+    except UnknownOverrideError as e:
+      sys.stderr.write(f"FATAL Flags parsing error: {e}\n")
+      sys.exit(1)
+    raise

@@ -80,8 +80,6 @@ def model_config() -> ml_collections.ConfigDict:
   c.input_dropout = 0.3     # dropout inside the input embedding MLPs
   c.dropout = 0.1           # transformer residual dropout
   c.attention_dropout = 0.1
-  c.max_regions = 16
-  c.max_tags = 16
   c.use_tags = True
   c.compute_dtype = "float32"  # "bfloat16" for bf16 compute, f32 params
   # Dual encoder (vlm) only.
@@ -120,12 +118,6 @@ def train_config() -> ml_collections.ConfigDict:
   c.seed = 0
   c.distributed = False     # call jax.distributed.initialize()
   c.async_checkpointing = True
-  # Write <workdir>/batch_digests.jsonl (one checksum of each step's batch) so
-  # two runs can be shown to have seen the same examples. Syncs every step.
-  c.record_batch_digests = False
-  # Fault injection for resume tests: SIGKILL the process right after this
-  # step (once its checkpoint, if any, is durable). -1: never.
-  c.fault_kill_at_step = -1
   # Random bits for dropout: "rbg" (XLA RngBitGenerator: far cheaper bits
   # than JAX's threefry, deterministic for a fixed mesh, but the masks depend
   # on the sharding layout) or "threefry" (identical masks on every mesh).
@@ -155,17 +147,24 @@ def decode_config() -> ml_collections.ConfigDict:
 
 def eval_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.references = ""          # COCO/nocaps/Flickr JSON; '' means records' captions
+  # Evaluator (cc12m_jax/evaluation/registry.py): '' = the objective's own
+  # ('captioning' for ic, 'retrieval' for vlm).
+  c.evaluator = ""
+  c.references = ""          # COCO/nocaps/Karpathy JSON; '' means records' captions
+  # Metric that picks the best checkpoint: '<source>/<metric>' (the source may
+  # be left out when there is one eval source); '' = no selection.
   c.selection_metric = "out-domain/CIDEr"
-  c.selection_mode = "max"   # "max" or "min" (cc12m_jax.evaluation.selection)
+  c.selection_mode = "max"   # "max" or "min" (cc12m_jax/core/selection.py)
   c.num_examples_to_show = 5
   # Metrics to compute (comma-separated); SPICE is reported "unavailable"
   # unless its Stanford CoreNLP jars are installed.
   c.metrics = "CIDEr,BLEU-1,BLEU-2,BLEU-3,BLEU-4,METEOR,ROUGE-L,SPICE"
   # Modes evaluate/predict: checkpoint to decode ('' means <workdir>) and its
-  # step (-1: latest).
+  # step (-1: latest), or with select_checkpoint the kept checkpoint that
+  # scores best on selection_metric (cc12m_jax/evaluation/modes.py).
   c.checkpoint_dir = ""
   c.checkpoint_step = -1
+  c.select_checkpoint = False
   return c
 
 

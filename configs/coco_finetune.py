@@ -59,5 +59,5 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.train.log_every_steps = 100
   config.train.init_from = ""  # required: --config.train.init_from=<pretrain workdir>
   config.train.distributed = True
-  config.eval.selection_metric = "out-domain/CIDEr"
+  config.eval.selection_metric = "nocaps_val/out-domain/CIDEr"
   return config

@@ -20,5 +20,5 @@ def get_config() -> ml_collections.ConfigDict:
   config.optim.decay_steps = 100
   config.train.num_train_steps = 300
   config.train.checkpoint_every_steps = 150
-  config.eval.selection_metric = "out-domain/CIDEr"
+  config.eval.selection_metric = "nocaps_val/out-domain/CIDEr"
   return config

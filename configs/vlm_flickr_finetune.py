@@ -57,14 +57,14 @@ def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
   config.data.global_batch_size = CORES * BATCH_PER_CORE  # 4096
   config.data.eval_global_batch_size = 1024
   config.eval.references = "data/features/flickr/dataset_flickr30k.json"
-  config.eval.selection_metric = "image_retrieval/R@1"
+  config.eval.selection_metric = "flickr_val/image_retrieval/R@1"
+  config.eval.select_checkpoint = True  # evaluate mode: best kept checkpoint on flickr_val
   config.optim.learning_rate = lr
   config.optim.warmup_steps = epochs_to_steps(WARMUP_EPOCHS)      # 708
   config.optim.decay_steps = epochs_to_steps(DECAY_EVERY_EPOCHS)  # 885
   config.optim.decay_rate = 0.95
   config.train.objective = "vlm"
-  # The trainer's periodic evaluation decodes captions (ic only); vlm
-  # checkpoints are scored and selected by cc12m_jax.evaluation.retrieval_eval.
+  # Checkpoints are scored and selected afterwards, by the evaluate mode.
   config.train.eval_every_steps = 0
   config.train.num_train_steps = TRAIN_STEPS
   config.train.checkpoint_every_steps = 1_000

@@ -18,13 +18,13 @@ def get_config(train_sources: str, train_weights: str,
                exclude_ids_of: str = "") -> ml_collections.ConfigDict:
   config = paper_pretrain.get_config(train_sources, train_weights, exclude_ids_of)
   config.train.objective = "vlm"
-  # The trainer's periodic evaluation decodes captions (ic only); vlm
-  # checkpoints are scored and selected by cc12m_jax.evaluation.retrieval_eval.
+  # Zero-shot retrieval is scored afterwards by the evaluate mode (the
+  # 'retrieval' evaluator), on the checkpoint as is.
   config.train.eval_every_steps = 0
   config.data.eval_sources = "flickr_val"
   config.eval.references = "data/features/flickr/dataset_flickr30k.json"
   # Zero-shot means "as is": evaluate the final checkpoint, no selection.
-  config.eval.selection_metric = "none"
+  config.eval.selection_metric = ""
   config.model.text_encoder_layers = 6
   config.model.projection_dim = 512
   config.model.temperature = 0.05

@@ -15,7 +15,8 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.train_sources = "flickr_train"
   config.data.exclude_ids_of = ""
   config.data.eval_sources = "flickr_val,flickr_test"
-  config.eval.selection_metric = "image_retrieval/R@1"
+  config.eval.selection_metric = "flickr_val/image_retrieval/R@1"
+  config.eval.select_checkpoint = True
   config.optim.learning_rate = 1e-4
   config.optim.warmup_steps = 20
   config.optim.decay_steps = 100

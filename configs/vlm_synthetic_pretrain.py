@@ -13,13 +13,13 @@ from configs import synthetic_pretrain
 def get_config() -> ml_collections.ConfigDict:
   config = synthetic_pretrain.get_config()
   config.train.objective = "vlm"
-  # The trainer's periodic evaluation decodes captions (ic only); vlm
-  # checkpoints are scored and selected by cc12m_jax.evaluation.retrieval_eval.
+  # Zero-shot retrieval is scored afterwards by the evaluate mode (the
+  # 'retrieval' evaluator), on the checkpoint as is.
   config.train.eval_every_steps = 0
   config.data.train_sources = "cc12m"
   config.data.eval_sources = "flickr_test"
   config.eval.references = "data/synthetic/flickr/dataset_flickr30k.json"
-  config.eval.selection_metric = "none"
+  config.eval.selection_metric = ""
   config.model.num_encoder_layers = 2
   config.model.text_encoder_layers = 2
   config.model.projection_dim = 128

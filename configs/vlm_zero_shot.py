@@ -18,7 +18,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.train_fractions = "1.0"
   config.data.exclude_ids_of = ""
   config.data.eval_sources = "flickr_test"
-  config.eval.selection_metric = "none"  # zero-shot: no checkpoint selection
+  config.eval.selection_metric = ""  # zero-shot: no checkpoint selection
   config.eval.checkpoint_dir = ""  # the pre-training workdir ('' = --workdir)
   config.eval.checkpoint_step = -1
   config.train.distributed = False

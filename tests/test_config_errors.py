@@ -69,14 +69,30 @@ def test_valid_overrides_parse(tmp_path):
   assert not workdir.exists()
 
 
-@pytest.mark.parametrize("module, extra", [
-    ("cc12m_jax.data.synthetic.generate", ()),
-    ("cc12m_jax.evaluation.retrieval_eval", ("--workdir=unused",)),
-])
-def test_other_entry_points_check_override_keys(tmp_path, module, extra):
+def test_config_file_runs_once_with_overrides(tmp_path):
+  """absl loads the config file; the override check does not load it a second time."""
+  calls = tmp_path / "calls.txt"
+  config_file = tmp_path / "counting_config.py"
+  config_file.write_text(
+      "from configs import synthetic_pretrain\n\n\n"
+      "def get_config():\n"
+      f"  with open({str(calls)!r}, 'a') as f:\n"
+      "    f.write('get_config\\n')\n"
+      "  return synthetic_pretrain.get_config()\n")
   result = subprocess.run(
-      [sys.executable, "-m", module, f"--config={CONFIG}", "--config.synthetic.nmu_images=3",
-       *extra], capture_output=True, text=True, timeout=300, cwd=ROOT)
+      [sys.executable, "-m", "cc12m_jax.main", f"--config={config_file}",
+       f"--workdir={tmp_path / 'w'}", "--config.model.emb_dim=64", "--only_check_args"],
+      capture_output=True, text=True, timeout=300, cwd=ROOT,
+      env=dict(os.environ, PYTHONPATH=ROOT))
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert calls.read_text().splitlines() == ["get_config"]
+
+
+def test_generate_entry_point_checks_override_keys(tmp_path):
+  result = subprocess.run(
+      [sys.executable, "-m", "cc12m_jax.data.synthetic.generate", f"--config={CONFIG}",
+       "--config.synthetic.nmu_images=3"], capture_output=True, text=True, timeout=300,
+      cwd=ROOT)
   assert result.returncode != 0
   assert "Traceback" not in result.stderr, result.stderr[-3000:]
   [line] = _fatal_lines(result.stderr)

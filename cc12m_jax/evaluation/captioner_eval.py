@@ -1,8 +1,8 @@
-"""Decode an evaluation set with a Captioner and score it (nocaps protocol).
+"""The captioning evaluator: decode an eval source with a Captioner, score it (nocaps protocol).
 
-`CaptionEvaluator` is built once (the decode function is jit-compiled once)
-and called with new parameters at every periodic evaluation;
-`evaluate_captioner` is the one-shot functional form.
+`CaptionEvaluator` (the 'captioning' entry of evaluation/registry.py) is
+built once (the decode function is jit-compiled once) and `run` with new
+parameters at every evaluation (cc12m_jax/core/evaluator.py).
 
 Every host runs the same number of eval steps (the eval iterator pads);
 decoded tokens and example indices are gathered to every host, padding rows
@@ -11,7 +11,6 @@ once, so the prediction set equals the iterator's examples.
 """
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -21,15 +20,32 @@ import numpy as np
 from absl import logging
 from jax.experimental import multihost_utils
 
+from cc12m_jax.core import evaluator as evaluator_lib
+from cc12m_jax.core.run_setup import RunSetup
+from cc12m_jax.data import eval_pipeline, karpathy
 from cc12m_jax.decoding import captioner_decode
-from cc12m_jax.evaluation import caption_metrics, nocaps
+from cc12m_jax.evaluation import caption_metrics, nocaps, report as report_lib
 
 
-@dataclasses.dataclass
-class CaptionEvalResult:
-  report: dict[str, Any]           # nocaps.evaluate output (+ timing)
-  predictions: dict[str, str]      # image_id -> best caption
-  references: nocaps.References
+class CaptionEvalResult(evaluator_lib.EvalResult):
+  """Scores (nocaps protocol), predictions and references of one eval set."""
+
+  def __init__(self, source: str, report: dict[str, Any], predictions: dict[str, str],
+               references: nocaps.References):
+    self.source = source
+    self.report = report                # nocaps.evaluate output (+ timing)
+    self.predictions = predictions      # image_id -> best caption
+    self.references = references
+    self.metrics = nocaps.flatten_scores(report)
+
+  def write(self, directory: str) -> dict[str, str]:
+    return report_lib.write_all(directory, self.predictions, self.references, self.report)
+
+  def summary(self, num_examples: int) -> str:
+    text = "(scores x 100)\n" + report_lib.markdown_table(self.report)
+    if num_examples:
+      text += report_lib.format_examples(self.predictions, self.references, num_examples) + "\n"
+    return text
 
 
 def _to_host(x: jax.Array) -> np.ndarray:
@@ -66,57 +82,72 @@ def decode_eval_set(decode_fn, params: Any, batches: Iterable[Mapping],
   return predictions
 
 
-class CaptionEvaluator:
-  """Decodes and scores one eval set; call with params at each evaluation."""
+def metric_names(config: ml_collections.ConfigDict) -> set[str]:
+  """Every metric name a CaptionEvaluator's result can hold."""
+  groups = nocaps.DOMAINS + (nocaps.OVERALL,)
+  return {f"{group}/{metric}" for group in groups for metric in metrics_from_config(config)}
 
-  def __init__(self, model: Any, decode_cfg: ml_collections.ConfigDict,
-               eval_iterator: Any, tokenizer: Any,
-               references: nocaps.References | None = None, *,
-               metrics: Sequence[str] = caption_metrics.DEFAULT_METRICS,
+
+def metrics_from_config(config: ml_collections.ConfigDict) -> tuple[str, ...]:
+  """config.eval.metrics as a tuple of caption_metrics names."""
+  names = tuple(m.strip() for m in config.eval.metrics.split(",") if m.strip())
+  bad = [m for m in names if m not in caption_metrics.ALL_METRICS]
+  if bad or not names:
+    raise ValueError(f"config.eval.metrics={config.eval.metrics!r}: unknown {bad}; "
+                     f"known {caption_metrics.ALL_METRICS}")
+  return names
+
+
+def _karpathy_split(source: str) -> str:
+  """The split read from a Karpathy JSON for `source` ('coco_val' -> 'val'; else 'test')."""
+  try:
+    return karpathy.split_of_source(source)
+  except ValueError:
+    return "test"
+
+
+class CaptionEvaluator:
+  """Decodes and scores one eval source; `run(params)` at each evaluation.
+
+  Built once (the decode function is jit-compiled once). References come
+  from config.eval.references (a COCO, nocaps or Karpathy JSON) or, when
+  that is '', from the records' own captions.
+  """
+
+  def __init__(self, config: ml_collections.ConfigDict, setup: RunSetup, source: str, *,
                logits_hook=None):
-    self.decode_fn = captioner_decode.make_decode_fn(
-        model, decode_cfg, logits_hook=logits_hook)
-    self.eval_iterator = eval_iterator
-    self.tokenizer = tokenizer
-    source = getattr(eval_iterator, "source", "")
-    self.references = (references if references is not None else
-                       nocaps.references_from_examples(eval_iterator.examples,
-                                                       source))
-    ids = [str(e.image_id) for e in eval_iterator.examples]
+    self.source = source
+    self.eval_iterator = eval_pipeline.make_eval_iterator(config.data, source,
+                                                          setup.batch_sharding)
+    self.tokenizer = self.eval_iterator.tokenizer
+    self.decode_fn = captioner_decode.make_decode_fn(setup.model, config.decode,
+                                                     logits_hook=logits_hook)
+    examples = self.eval_iterator.examples
+    self.references = (nocaps.load_references(config.eval.references,
+                                              _karpathy_split(source))
+                       if config.eval.references else
+                       nocaps.references_from_examples(examples, source))
+    ids = [str(e.image_id) for e in examples]
     unknown = [i for i in ids if i not in self.references.captions]
     if unknown:
       raise KeyError(f"eval examples of {source!r} not in references "
-                     f"{self.references.source!r}: {unknown[:5]} "
-                     f"({len(unknown)} in all)")
-    self.metrics = tuple(metrics)
+                     f"{self.references.source!r}: {unknown[:5]} ({len(unknown)} in all)")
+    self.metrics = metrics_from_config(config)
 
-  def predict(self, params: Any, rng: jax.Array | None = None
-              ) -> dict[str, str]:
+  def predict(self, params: Any, rng: jax.Array | None = None) -> dict[str, str]:
     return decode_eval_set(self.decode_fn, params, self.eval_iterator,
                            self.eval_iterator.examples, self.tokenizer, rng)
 
-  def __call__(self, params: Any, rng: jax.Array | None = None
-               ) -> CaptionEvalResult:
+  def run(self, params: Any, rng: jax.Array | None = None) -> CaptionEvalResult:
     start = time.perf_counter()
     predictions = self.predict(params, rng)
     decode_s = time.perf_counter() - start
     # References the eval set does not cover (e.g. a subset run) are
     # counted in the report, not silently ignored.
-    report = nocaps.evaluate(predictions, self.references,
-                             metrics=self.metrics, allow_missing=True)
+    report = nocaps.evaluate(predictions, self.references, metrics=self.metrics,
+                             allow_missing=True)
     report["decode_seconds"] = decode_s
     report["score_seconds"] = time.perf_counter() - start - decode_s
     logging.info("Evaluated %d images: decode %.1fs, scoring %.1fs.",
                  len(predictions), decode_s, report["score_seconds"])
-    return CaptionEvalResult(report, predictions, self.references)
-
-
-def evaluate_captioner(model: Any, params: Any, eval_iterator: Any,
-                       tokenizer: Any, references: nocaps.References | None,
-                       decode_cfg: ml_collections.ConfigDict, *,
-                       metrics: Sequence[str] = caption_metrics.DEFAULT_METRICS,
-                       rng: jax.Array | None = None) -> CaptionEvalResult:
-  """One-shot: decode every eval example with beam search and score it."""
-  evaluator = CaptionEvaluator(model, decode_cfg, eval_iterator, tokenizer,
-                               references, metrics=metrics)
-  return evaluator(params, rng)
+    return CaptionEvalResult(self.source, report, predictions, self.references)

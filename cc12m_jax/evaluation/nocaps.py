@@ -29,6 +29,7 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from cc12m_jax.data import karpathy
 from cc12m_jax.evaluation import caption_metrics, ptb_tokenizer
 
 DOMAINS = ("in-domain", "near-domain", "out-domain")
@@ -90,27 +91,13 @@ def _coco_like(data: Mapping[str, Any], source: str) -> References:
   return References(captions, domains, original, source)
 
 
-def _karpathy(data: Mapping[str, Any], split: str, source: str
-              ) -> References:
-  captions, domains, original = {}, {}, {}
-  for i, image in enumerate(data["images"]):
-    if image.get("split") != split:
-      continue
-    raw = image.get("filename", image.get("imgid"))
-    if raw is None:
-      raise ValueError(f"{source}: images[{i}] has neither 'filename' nor "
-                       "'imgid'")
-    key = str(raw)
-    if key in captions:
-      raise ValueError(f"{source}: image {raw!r} listed twice")
-    try:
-      captions[key] = [s["raw"] for s in image["sentences"]]
-    except KeyError as err:
-      raise ValueError(f"{source}: images[{i}] lacks {err}") from None
-    domains[key], original[key] = "", raw
-  if not captions:
-    raise ValueError(f"{source}: no images with split {split!r}")
-  return References(captions, domains, original, source)
+def _karpathy(path: str, split: str) -> References:
+  """One split of a Karpathy JSON, keyed by the records' image ids (data/karpathy.py)."""
+  images = karpathy.load_karpathy_json(path, split)
+  if not images:
+    raise ValueError(f"{path}: no images with split {split!r}")
+  captions = {im.image_id: list(im.captions) for im in images}
+  return References(captions, {k: "" for k in captions}, {k: k for k in captions}, path)
 
 
 def load_references(path: str, split: str = "test") -> References:
@@ -121,7 +108,7 @@ def load_references(path: str, split: str = "test") -> References:
     return _coco_like(data, path)
   if (isinstance(data, dict) and data.get("images")
       and "sentences" in data["images"][0]):
-    return _karpathy(data, split, path)
+    return _karpathy(path, split)
   raise ValueError(f"{path}: not a COCO/nocaps captions JSON (no "
                    "'annotations') nor a Karpathy split JSON (no "
                    "'images[].sentences')")

@@ -13,13 +13,17 @@ import jax
 import jax.numpy as jnp
 import ml_collections
 
+from cc12m_jax.data import batch_spec
+from cc12m_jax.data.text import special_tokens
 from cc12m_jax.models.captioner import Captioner
 
-PAD_ID = 0
+PAD_ID = special_tokens.PAD_ID
+INPUT_KEYS = batch_spec.IMAGE_KEYS + ("decoder_inputs",)
+EVALUATOR = "captioning"
 
 
 def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> Captioner:
-  return Captioner(config.model, vocab_size)
+  return Captioner(ml_collections.FrozenConfigDict(config.model), vocab_size)
 
 
 def token_cross_entropy(logits, targets, weights):

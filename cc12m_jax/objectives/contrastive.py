@@ -19,16 +19,19 @@ checks that loss and gradients on 8 devices equal the 1-device values.
 The module is also the registry entry for 'vlm' (cc12m_jax/objectives/registry.py):
 `build_model(config, vocab_size)` and `loss_fn(model, params, batch, rng, *, train)`.
 """
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import Any, Mapping, Optional
 
 import jax
 import jax.numpy as jnp
 import ml_collections
 
-if TYPE_CHECKING:  # the model module is imported lazily (see build_model)
-  from cc12m_jax.models.dual_encoder import DualEncoder
+from cc12m_jax.data import batch_spec
+from cc12m_jax.models.dual_encoder import DualEncoder
 
 Array = jax.Array
+# The text tower reads the targets (y1 .. yn [EOS]), never the decoder inputs.
+INPUT_KEYS = batch_spec.IMAGE_KEYS + ("decoder_targets",)
+EVALUATOR = "retrieval"
 
 
 def similarity_logits(image_emb: Array, text_emb: Array, temperature: Array) -> Array:
@@ -113,15 +116,12 @@ def contrastive_loss(image_emb: Array,
 # Objective registry interface.
 
 
-def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> "DualEncoder":
+def build_model(config: ml_collections.ConfigDict, vocab_size: int) -> DualEncoder:
   """The dual encoder for the full config (reads `config.model`)."""
-  # Imported here so the loss math above stays importable on its own.
-  from cc12m_jax.models import dual_encoder  # pylint: disable=g-import-not-at-top
-  model_cfg = config.model if "model" in config else config
-  return dual_encoder.DualEncoder(model_cfg, vocab_size)
+  return DualEncoder(ml_collections.FrozenConfigDict(config.model), vocab_size)
 
 
-def loss_fn(model: "DualEncoder",
+def loss_fn(model: DualEncoder,
             params: Any,
             batch: Mapping[str, Array],
             rng: Optional[Array],

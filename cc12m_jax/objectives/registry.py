@@ -1,32 +1,39 @@
-"""Objective name -> module with `build_model` and `loss_fn`.
+"""Objective name -> the module that defines it.
 
 An objective module provides
   build_model(config: ConfigDict, vocab_size: int) -> nn.Module
+      (`config` is the full config; the module holds a frozen `config.model`)
   loss_fn(model, params, batch, rng, *, train: bool) -> (loss, metrics dict)
-where `config` is the full config. Modules are imported lazily so that an
-objective's dependencies load only when it is used.
+  INPUT_KEYS   the batch keys (data/batch_spec.py) its model reads
+  EVALUATOR    the evaluator (cc12m_jax/evaluation/registry.py) that scores
+               its model when config.eval.evaluator is ''
 """
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-_OBJECTIVES: dict[str, str] = {
-    "ic": "cc12m_jax.objectives.captioning",
-    "vlm": "cc12m_jax.objectives.contrastive",
+import numpy as np
+
+from cc12m_jax.data import batch_spec
+from cc12m_jax.objectives import captioning, contrastive
+
+OBJECTIVES: dict[str, ModuleType] = {
+    "ic": captioning,
+    "vlm": contrastive,
 }
 
 
 def names() -> list[str]:
-  return sorted(_OBJECTIVES)
+  return sorted(OBJECTIVES)
 
 
 def get(name: str) -> ModuleType:
   """The objective module registered under `name` (e.g. 'ic', 'vlm')."""
-  if name not in _OBJECTIVES:
+  if name not in OBJECTIVES:
     raise ValueError(f"config.train.objective={name!r} is unknown; known objectives: {names()}.")
-  module = importlib.import_module(_OBJECTIVES[name])
-  for attr in ("build_model", "loss_fn"):
-    if not callable(getattr(module, attr, None)):
-      raise TypeError(f"Objective {name!r} ({_OBJECTIVES[name]}) does not define {attr}().")
-  return module
+  return OBJECTIVES[name]
+
+
+def dummy_batch(objective: ModuleType, dims: batch_spec.Dims) -> dict[str, np.ndarray]:
+  """A zero batch of what `objective`'s model reads (parameter init, shape inference)."""
+  return batch_spec.zeros(dims, objective.INPUT_KEYS)

@@ -12,22 +12,37 @@ from typing import Any, Mapping
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
+import ml_collections
 import optax
-from jax.sharding import Mesh
 
 from cc12m_jax import sharding
+from cc12m_jax.core.run_setup import RunSetup
+from cc12m_jax.train import optim, step as step_lib
 
 
-def abstract_params_and_shardings(model: nn.Module, dummy_batch: Mapping[str, Any],
-                                  mesh: Mesh) -> tuple[Any, Any]:
-  """(abstract unboxed params, NamedShardings) without running the init."""
-  boxed = jax.eval_shape(
-      lambda: model.init({"params": jax.random.PRNGKey(0)}, dummy_batch, train=False)["params"])
-  return nn.meta.unbox(boxed), sharding.param_shardings(boxed, mesh)
+class TrainSetup:
+  """The optimizer and the train state's abstract shapes and shardings for a RunSetup."""
+
+  def __init__(self, setup: RunSetup, optim_cfg: ml_collections.ConfigDict):
+    self.setup = setup
+    self.tx, self.schedule = optim.make_optimizer(optim_cfg)
+    self.state_shardings = state_shardings(self.tx, setup.abstract_params,
+                                           setup.param_shardings, setup.mesh)
+    self.abstract_state = abstract_state(self.tx, setup.abstract_params)
+
+  def new_state(self, seed: int, params: Any | None = None) -> dict:
+    return create_state(self.setup.model, self.tx, self.setup.dummy_batch, seed,
+                        self.state_shardings, params)
+
+  def jit_train_step(self, dropout_rng: str):
+    s = self.setup
+    return step_lib.jit_train_step(s.model, s.objective.loss_fn, self.tx, self.schedule,
+                                   dropout_rng, s.mesh, self.state_shardings,
+                                   s.batch_sharding)
 
 
 def state_shardings(tx: optax.GradientTransformation, abstract_params: Any,
-                    param_shardings: Any, mesh: Mesh) -> dict:
+                    param_shardings: Any, mesh: jax.sharding.Mesh) -> dict:
   """Shardings of the whole state: optimizer moments follow their parameters."""
   abstract_opt = jax.eval_shape(tx.init, abstract_params)
   replicated = sharding.replicated(mesh)
@@ -68,5 +83,3 @@ def create_state(model: nn.Module, tx: optax.GradientTransformation,
 
 def num_params(params: Any) -> int:
   return int(sum(x.size for x in jax.tree_util.tree_leaves(params)))
-
-

@@ -1,4 +1,4 @@
-"""The jitted train and eval steps (pure functions of state and batch)."""
+"""The train step: a pure function of (state, batch), jitted by the trainer."""
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping
@@ -7,18 +7,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-
-def batch_digest(batch: Mapping[str, Any]) -> jax.Array:
-  """A position-sensitive int32 checksum of the batch's target tokens.
-
-  Two runs that saw the same examples in the same order have equal digests
-  (used to check that resumed training sees the same data).
-  """
-  targets = batch["decoder_targets"].astype(jnp.uint32)  # [B, L]
-  b, l = targets.shape
-  weights = (jnp.arange(b, dtype=jnp.uint32)[:, None] * jnp.uint32(l)
-             + jnp.arange(l, dtype=jnp.uint32)[None, :] + jnp.uint32(1))  # [B, L]
-  return (targets * weights * jnp.uint32(2654435761)).sum(dtype=jnp.uint32)
+from cc12m_jax import sharding
 
 
 DROPOUT_RNGS = ("rbg", "threefry")
@@ -55,18 +44,33 @@ def make_train_step(model, loss_fn: Callable, tx: optax.GradientTransformation,
     metrics = dict(metrics)
     metrics["grad_norm"] = optax.global_norm(grads)
     metrics["learning_rate"] = schedule(state["step"])
-    metrics["batch_digest"] = batch_digest(batch)
     new_state = dict(state, step=state["step"] + 1, params=params, opt_state=opt_state)
     return new_state, metrics
 
   return train_step
 
 
-def make_eval_step(model, loss_fn: Callable) -> Callable:
-  """(params, batch) -> metrics summed over the batch's real tokens (for averaging)."""
 
-  def eval_step(params, batch: Mapping[str, Any]):
-    _, metrics = loss_fn(model, params, batch, jax.random.PRNGKey(0), train=False)
-    return metrics
+def jit_train_step(model, loss_fn: Callable, tx: optax.GradientTransformation,
+                   schedule: optax.Schedule, dropout_rng: str, mesh: jax.sharding.Mesh,
+                   state_shardings: Any, batch_sharding: Any) -> Callable:
+  """The jitted train step on `mesh`: state donated, metrics replicated.
 
-  return eval_step
+  The returned callable binds the logical activation rules while it traces
+  (its first call, or `.lower(state, batch)`).
+  """
+  fn = make_train_step(model, loss_fn, tx, schedule, dropout_rng)
+  jitted = jax.jit(fn, in_shardings=(state_shardings, batch_sharding),
+                   out_shardings=(state_shardings, sharding.replicated(mesh)),
+                   donate_argnums=(0,))
+
+  def call(state, batch):
+    with sharding.activation_rules(mesh):
+      return jitted(state, batch)
+
+  def lower(state, batch):
+    with sharding.activation_rules(mesh):
+      return jitted.lower(state, batch)
+
+  call.lower = lower
+  return call

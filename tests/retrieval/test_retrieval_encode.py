@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from cc12m_jax import sharding
+from cc12m_jax.data import karpathy
 from cc12m_jax.evaluation import retrieval_eval
 from cc12m_jax.models import dual_encoder
 from cc12m_jax.objectives import contrastive
@@ -50,7 +51,7 @@ def test_encoding_in_shuffled_padded_batches_equals_direct_encoding():
 def test_queries_from_records_and_split_names():
   captions, owner = retrieval_eval.queries_from_records([["a", "b"], ["c"]])
   assert captions == ["a", "b", "c"] and owner.tolist() == [0, 0, 1]
-  assert retrieval_eval.split_of_source("flickr_test") == "test"
-  assert retrieval_eval.split_of_source("flickr_val") == "val"
+  assert karpathy.split_of_source("flickr_test") == "test"
+  assert karpathy.split_of_source("flickr_val") == "val"
   with pytest.raises(ValueError, match="'nocaps'"):
-    retrieval_eval.split_of_source("nocaps")
+    karpathy.split_of_source("nocaps")

@@ -4,16 +4,19 @@ one (zero-shot: no Flickr data is trained on).
 
 Uses the real pieces: synthetic generator -> input pipeline -> trainer
 (objective 'vlm' through the registry) -> orbax checkpoint -> 'evaluate'
-mode of retrieval_eval (Karpathy JSON joined to the records).
+mode with the 'retrieval' evaluator (Karpathy JSON joined to the records).
 """
-import flax.linen as nn
+import json
+import os
+
 import jax
 import pytest
 
 from configs import vlm_synthetic_pretrain
-from cc12m_jax.data.text.tokenizer import SubwordTokenizer
-from cc12m_jax.evaluation import retrieval_eval
-from cc12m_jax.train import trainer
+from cc12m_jax import config_rules, main
+from cc12m_jax.core.run_setup import RunSetup
+from cc12m_jax.evaluation import registry as eval_registry
+from cc12m_jax.train import state as state_lib, trainer
 from tests.synthetic_world import make_world
 
 STEPS = 100
@@ -49,26 +52,56 @@ def _config(data_dir: str, workdir: str):
   return config
 
 
-def test_pretrained_zero_shot_recall_far_above_untrained(world, tmp_path):
-  workdir = str(tmp_path / "vlm")
+@pytest.fixture(scope="module")
+def trained(world, tmp_path_factory):
+  """(config, workdir) of a STEPS-step vlm run with checkpoints at STEPS/2 and STEPS."""
+  workdir = str(tmp_path_factory.mktemp("vlm"))
   config = _config(world, workdir)
-  trainer.train_and_evaluate(config, workdir, devices=jax.devices()[:1])
+  config.train.checkpoint_every_steps = STEPS // 2
+  config_rules.validate(config, num_devices=1)
+  trainer.train_and_evaluate(config, workdir, RunSetup(config, jax.devices()[:1]))
+  return config, workdir
 
+
+def test_pretrained_zero_shot_recall_far_above_untrained(trained):
+  config, workdir = trained
+  config = config.copy_and_resolve_references()
   # Trained on 1 device, evaluated on all 8 (the checkpoint is re-sharded).
   config.mode = "evaluate"
-  result = retrieval_eval.evaluate(config, workdir)
-  trained = result["sources"]["flickr_test"]
-  assert result["step"] == STEPS
+  config_rules.validate(config)
+  trained = main.run(config, workdir)["flickr_test"]
   assert trained["num_images"] == 40 and trained["image_retrieval/num_queries"] == 200
+  with open(os.path.join(workdir, "eval", "flickr_test", f"step_{STEPS}", "retrieval.json")) as f:
+    assert json.load(f)["metrics"] == trained
 
-  setup = trainer.Setup(config)
-  params = nn.meta.unbox(setup.new_state()["params"])  # same seed, no training
-  tokenizer = SubwordTokenizer(f"{world}/vocab.txt")
-  untrained = retrieval_eval.evaluate_source(config, setup.model, params, setup.mesh,
-                                             "flickr_test", tokenizer)
-  # Chance R@1 over 40 images is 2.5%. Measured: trained R@1 26 / R@10 82.5,
-  # untrained 4 / 22 (image retrieval).
+  setup = RunSetup(config)
+  params = state_lib.TrainSetup(setup, config.optim).new_state(0)["params"]  # no training
+  untrained = eval_registry.build(config, setup)["flickr_test"].run(params).metrics
+  # Chance R@1 over 40 images is 2.5%: the margins leave room for run-to-run spread.
   assert trained["image_retrieval/R@1"] >= untrained["image_retrieval/R@1"] + 10.0
   assert trained["image_retrieval/R@1"] >= 3 * max(untrained["image_retrieval/R@1"], 2.5)
   assert trained["image_retrieval/R@10"] >= untrained["image_retrieval/R@10"] + 30.0
   assert trained["text_retrieval/R@5"] >= untrained["text_retrieval/R@5"] + 20.0
+
+
+def test_select_checkpoint_reports_the_best_step_on_the_selection_source(trained, tmp_path):
+  """The fine-tuning protocol: choose the step on flickr_val, report flickr_test for it."""
+  config, workdir = trained
+  config = config.copy_and_resolve_references()
+  config.mode = "evaluate"
+  config.data.eval_sources = "flickr_val,flickr_test"
+  config.eval.selection_metric = "flickr_val/text_retrieval/R@1"
+  config_rules.validate(config)
+  by_step = {}
+  for step in (STEPS // 2, STEPS):
+    config.eval.checkpoint_step = step
+    by_step[step] = main.run(config, str(tmp_path / f"step_{step}"))
+  config.eval.checkpoint_step = -1
+  config.eval.select_checkpoint = True
+  selected = main.run(config, str(tmp_path / "selected"))
+  # The same choice by hand: the best flickr_val score, ties to the earlier step.
+  best = max(by_step, key=lambda s: (by_step[s]["flickr_val"]["text_retrieval/R@1"], -s))
+  assert selected == by_step[best]
+  history = json.loads((tmp_path / "selected" / "selection" / "best.json").read_text())
+  assert history["best_step"] == best
+  assert [h["step"] for h in history["history"]] == [STEPS // 2, STEPS]

@@ -64,7 +64,10 @@ def config_overrides(config) -> list[str]:
   return flags
 
 
-def main_command(workdir, config, *extra: str) -> list[str]:
-  """argv of `python -m cc12m_jax.main` training `config` in `workdir` (run it in REPO_ROOT)."""
-  return [sys.executable, "-m", "cc12m_jax.main", "--config=configs/synthetic_pretrain.py",
+def main_command(workdir, config, *extra: str, module: str = "cc12m_jax.main") -> list[str]:
+  """argv of `python -m <module>` training `config` in `workdir` (run it in REPO_ROOT).
+
+  `module` may be tests.train.harness: the same run with test-only faults.
+  """
+  return [sys.executable, "-m", module, "--config=configs/synthetic_pretrain.py",
           f"--workdir={workdir}", *config_overrides(config), *extra]

@@ -14,8 +14,9 @@ K = 4  # checkpoint interval; runs go to 2K
 
 
 def _run(workdir, config, *extra):
-  return subprocess.run(main_command(workdir, config, *extra), capture_output=True, text=True,
-                        timeout=900, cwd=REPO_ROOT)
+  command = main_command(workdir, config, f"--digests={workdir}.digests.jsonl", *extra,
+                         module="tests.train.harness")
+  return subprocess.run(command, capture_output=True, text=True, timeout=900, cwd=REPO_ROOT)
 
 
 def _final_params(workdir, step):
@@ -25,7 +26,7 @@ def _final_params(workdir, step):
 
 def _digests(workdir):
   by_step = {}
-  with open(os.path.join(workdir, "batch_digests.jsonl")) as f:
+  with open(f"{workdir}.digests.jsonl") as f:
     for line in f:
       row = json.loads(line)
       by_step[row["step"]] = row["digest"]  # a re-run step overwrites its first try
@@ -34,13 +35,13 @@ def _digests(workdir):
 
 def test_sigkill_then_resume_matches_uninterrupted_run(tiny_world, tmp_path):
   config = trainer_config(tiny_world, num_train_steps=2 * K, checkpoint_every_steps=K,
-                          log_every_steps=K, record_batch_digests=True)
+                          log_every_steps=K)
   straight, resumed = tmp_path / "straight", tmp_path / "resumed"
 
   first = _run(straight, config)
   assert first.returncode == 0, first.stderr[-3000:]
 
-  killed = _run(resumed, config, f"--config.train.fault_kill_at_step={K + 2}")
+  killed = _run(resumed, config, f"--kill_at_step={K + 2}")
   assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
   assert sorted(os.listdir(resumed / "checkpoints")) == [str(K)]  # died before step 2K
 

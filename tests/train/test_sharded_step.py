@@ -3,7 +3,10 @@ import jax
 import numpy as np
 import pytest
 
-from cc12m_jax.train import trainer
+import optax
+
+from cc12m_jax.core.run_setup import RunSetup
+from cc12m_jax.train import state as state_lib
 from tests.models import tiny
 
 MESHES = [(8, 1, 1), (4, 1, 2), (2, 1, 4), (2, 2, 2)]  # (data, fsdp, model)
@@ -19,9 +22,11 @@ def _config(mesh):
 
 
 def _one_step(config, devices, batch, params=None):
-  setup = trainer.Setup(config, devices)
-  state = setup.new_state(None if params is None else jax.device_put(params, setup.param_shardings))
-  step = setup.jit_train_step()
+  setup = RunSetup(config, devices)
+  training = state_lib.TrainSetup(setup, config.optim)
+  state = training.new_state(config.train.seed, None if params is None else
+                             jax.device_put(params, setup.param_shardings))
+  step = training.jit_train_step(config.train.dropout_rng)
   state, metrics = step(state, jax.device_put(batch, setup.batch_sharding))
   return float(metrics["loss"]), state
 
@@ -29,8 +34,10 @@ def _one_step(config, devices, batch, params=None):
 @pytest.fixture(scope="module")
 def single_device_result():
   batch = tiny.random_batch(8, seed=21)
-  setup = trainer.Setup(_config((1, 1, 1)), jax.devices()[:1])
-  init_params = jax.tree_util.tree_map(np.asarray, setup.new_state()["params"])
+  config = _config((1, 1, 1))
+  training = state_lib.TrainSetup(RunSetup(config, jax.devices()[:1]), config.optim)
+  init_params = jax.tree_util.tree_map(np.asarray,
+                                       training.new_state(config.train.seed)["params"])
   loss, state = _one_step(_config((1, 1, 1)), jax.devices()[:1], batch, init_params)
   return batch, init_params, loss, jax.tree_util.tree_map(np.asarray, state["params"])
 
@@ -47,5 +54,5 @@ def test_loss_and_update_match_single_device(single_device_result, mesh):
   data, fsdp, model = mesh
   kernel = state["params"]["decoder"]["layer_0"]["mlp"]["wi"]["kernel"]  # [E=32, F=64]
   assert kernel.sharding.shard_shape(kernel.shape) == (32 // fsdp, 64 // model)
-  adam_mu = state["opt_state"][1][0].mu["decoder"]["layer_0"]["mlp"]["wi"]["kernel"]
+  adam_mu = optax.tree_utils.tree_get(state["opt_state"], "mu")["decoder"]["layer_0"]["mlp"]["wi"]["kernel"]
   assert adam_mu.sharding == kernel.sharding

@@ -65,7 +65,7 @@ class Checkpointer:
     """Writes the iterator position, then starts the (async) state save.
 
     Without `train_iter` only the state is written (e.g. the best parameters
-    kept by evaluation/selection.py): such a step can initialise a run
+    kept by core/selection.py): such a step can initialise a run
     (config.train.init_from) but is not a step to resume from.
     """
     if train_iter is not None:

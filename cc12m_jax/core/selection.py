@@ -2,8 +2,13 @@
 
 The paper (Table 5) shows longer COCO fine-tuning raising COCO CIDEr while
 nocaps CIDEr falls, so the checkpoint to keep is chosen on a named metric
-(e.g. "out-domain/CIDEr", the keys of nocaps.flatten_scores) and every
-evaluation's in-domain and out-domain scores are kept in the history.
+(`config.eval.selection_metric`: '<source>/<metric>' such as
+'nocaps_val/out-domain/CIDEr', or just '<metric>' when there is one eval
+source) and every evaluation's scores are kept in the history.
+
+The one selection path: the trainer's periodic evaluation feeds each
+evaluation to a tracker (and keeps the best parameters), and the evaluate
+mode with `config.eval.select_checkpoint` feeds it each kept checkpoint.
 
 The tracker's state lives in `<directory>/best.json` (written atomically),
 so a resumed run keeps comparing against the best seen before the restart.
@@ -22,15 +27,29 @@ from typing import Any, Mapping
 from absl import logging
 from etils import epath
 
-from cc12m_jax.train import checkpointing
+from cc12m_jax.core import checkpointing
+from cc12m_jax.core.evaluator import EvalResult
 
 MODES = ("max", "min")
+
+
+def selection_scores(results: Mapping[str, EvalResult]) -> dict[str, float]:
+  """Flat scores of one evaluation round: '<source>/<metric>' for every source,
+  and the bare '<metric>' too when there is only one source."""
+  scores: dict[str, float] = {}
+  for source, result in results.items():
+    scores.update({f"{source}/{k}": float(v) for k, v in result.metrics.items()})
+  if len(results) == 1:
+    scores.update({k: float(v) for k, v in next(iter(results.values())).metrics.items()})
+  return scores
 
 
 class BestCheckpointTracker:
   """Remembers the best value of one metric over periodic evaluations."""
 
-  def __init__(self, directory: str, metric: str, mode: str = "max"):
+  def __init__(self, directory: str, metric: str, mode: str = "max", *, resume: bool = True):
+    """`resume`: continue the history in `directory` (a resumed training run);
+    False starts afresh (a new selection over saved checkpoints)."""
     if mode not in MODES:
       raise ValueError(f"selection mode {mode!r}; expected one of {MODES}")
     if not metric:
@@ -40,7 +59,8 @@ class BestCheckpointTracker:
     self.best_step: int | None = None
     self.best_value: float | None = None
     self.history: list[dict[str, Any]] = []
-    self._load()
+    if resume:
+      self._load()
 
   @property
   def path(self) -> epath.Path:

@@ -8,14 +8,20 @@ import numpy as np
 import pytest
 
 from configs import base
+from cc12m_jax import config_rules, main
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import eval_pipeline, pipeline, records as records_lib
 from cc12m_jax.data.text import special_tokens
 from cc12m_jax.decoding import captioner_decode
 from cc12m_jax.evaluation import captioner_eval, nocaps, ptb_tokenizer
+from cc12m_jax.evaluation import registry as eval_registry
 from cc12m_jax.evaluation import report as report_lib
-from cc12m_jax.evaluation.selection import BestCheckpointTracker
+from cc12m_jax.core import checkpointing
+from cc12m_jax.core.run_setup import RunSetup
+from cc12m_jax.core.selection import BestCheckpointTracker
 from cc12m_jax.models import captioner as captioner_lib
+from cc12m_jax.train import state as state_lib
+from cc12m_jax.train.trainer import PeriodicEvaluation
 
 WORDS = ["a", "dog", "cat", "on", "the", "grass", "tortoise", "sand", "red",
          "bus", "##s", "violin", "table"]
@@ -91,13 +97,31 @@ def test_every_example_decoded_once_and_detokenized(setup):
   assert predictions == expected
 
 
+def _eval_config(data_dir: str) -> ml_collections.ConfigDict:
+  """A one-layer width-16 captioner evaluating nocaps_val on a 4-device mesh."""
+  config = base.get_config()
+  config.data.data_dir = data_dir
+  config.data.train_sources = "nocaps_val"  # only read for the feature dimension
+  config.data.global_batch_size = config.data.eval_global_batch_size = 4
+  config.data.max_caption_length, config.data.max_tag_tokens = 8, 2
+  config.model.emb_dim, config.model.num_heads, config.model.mlp_dim = 16, 2, 32
+  config.model.num_encoder_layers = config.model.num_decoder_layers = 1
+  config.model.feature_dim, config.model.vocab_size = D, 6 + len(WORDS)
+  config.decode.beam_size, config.decode.max_decode_len = 2, 4
+  config.eval.metrics = "CIDEr,ROUGE-L"
+  config.mesh.data = 4
+  return config
+
+
 def test_evaluator_rejects_references_missing_eval_images(setup, tmp_path):
-  model, _, iterator, decode_cfg = setup
-  refs = nocaps.References({"img0": ["a dog"]}, {"img0": "in-domain"},
-                           {"img0": "img0"}, "partial.json")
+  _, _, iterator, _ = setup
+  config = _eval_config(iterator._data_cfg.data_dir)
+  partial = tmp_path / "partial.json"
+  partial.write_text(json.dumps({"images": [{"id": "img0", "domain": "in-domain"}],
+                                 "annotations": [{"image_id": "img0", "caption": "a dog"}]}))
+  config.eval.references = str(partial)
   with pytest.raises(KeyError, match="img1"):
-    captioner_eval.CaptionEvaluator(model, decode_cfg, iterator,
-                                    iterator.tokenizer, refs)
+    captioner_eval.CaptionEvaluator(config, RunSetup(config, jax.devices()[:4]), "nocaps_val")
 
 
 def test_tracker_keeps_best_and_survives_restart(tmp_path):
@@ -123,7 +147,7 @@ def test_tracker_keeps_best_and_survives_restart(tmp_path):
 
 def test_tracker_saves_params_in_trainer_checkpoint_layout(tmp_path):
   import orbax.checkpoint as ocp
-  from cc12m_jax.train.checkpointing import STATE_ITEM
+  STATE_ITEM = checkpointing.STATE_ITEM
   params = {"w": np.arange(6, dtype=np.float32).reshape(2, 3),
             "b": np.ones(3, np.float32)}
   tracker = BestCheckpointTracker(str(tmp_path), "overall/CIDEr")
@@ -137,7 +161,6 @@ def test_tracker_saves_params_in_trainer_checkpoint_layout(tmp_path):
   np.testing.assert_array_equal(np.asarray(restored["params"]["w"]),
                                 params["w"] * 2)
   # ... so config.train.init_from=<directory> loads it.
-  from cc12m_jax.train import checkpointing
   abstract = jax.tree_util.tree_map(
       lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), params)
   one = jax.sharding.SingleDeviceSharding(jax.devices()[0])
@@ -151,28 +174,20 @@ def test_tracker_saves_params_in_trainer_checkpoint_layout(tmp_path):
 @pytest.mark.skipif(ptb_tokenizer.java_unavailable_reason() is not None,
                     reason="PTB tokenization and METEOR need Java (launch/install.sh installs it)")
 def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):
-  # The trainer's hook, built from runner.make_evaluators, write_and_log and
-  # BestCheckpointTracker.
-  from cc12m_jax.train.trainer import PeriodicEvaluation, Setup
+  # The trainer's hook, with the evaluators of evaluation/registry.py, the
+  # reporting of core/evaluator.py and BestCheckpointTracker.
   _, _, iterator, _ = setup
-  config = base.get_config()
-  config.data.data_dir = iterator._data_cfg.data_dir
-  config.data.global_batch_size = config.data.eval_global_batch_size = 4
-  config.data.max_caption_length, config.data.max_tag_tokens = 8, 2
-  config.model.emb_dim, config.model.num_heads, config.model.mlp_dim = 16, 2, 32
-  config.model.num_encoder_layers = config.model.num_decoder_layers = 1
-  config.model.feature_dim, config.model.vocab_size = D, 6 + len(WORDS)
-  config.decode.beam_size, config.decode.max_decode_len = 2, 4
-  config.eval.metrics = "CIDEr,ROUGE-L"
-  train_setup = Setup(config, jax.devices()[:4])
-  params = train_setup.new_state()["params"]
+  config = _eval_config(iterator._data_cfg.data_dir)
+  run_setup = RunSetup(config, jax.devices()[:4])
+  params = state_lib.TrainSetup(run_setup, config.optim).new_state(0)["params"]
   written = []
 
   class Writer:
     def write_scalars(self, step, scalars):
       written.append((step, dict(scalars)))
 
-  hook = PeriodicEvaluation(config, train_setup, str(tmp_path), Writer())
+  hook = PeriodicEvaluation(config, eval_registry.build(config, run_setup), str(tmp_path),
+                            Writer())
   hook(2, params)
   best = json.loads((tmp_path / "best" / "best.json").read_text())
   flat = best["history"][-1]
@@ -194,3 +209,49 @@ def test_periodic_eval_logs_curves_and_keeps_best(setup, tmp_path):
   direct = nocaps.evaluate(predictions, references,
                            metrics=("CIDEr", "ROUGE-L"))
   assert direct["scores"] == report["scores"]
+
+
+@pytest.mark.skipif(ptb_tokenizer.java_unavailable_reason() is not None,
+                    reason="PTB tokenization and METEOR need Java (launch/install.sh installs it)")
+def test_evaluate_mode_against_a_karpathy_coco_split(setup, tmp_path):
+  """main's evaluate mode scores a checkpoint against Karpathy's COCO JSON layout.
+
+  Records name images as the Karpathy file name without its extension, so
+  'img3.jpg' in the JSON is record 'img3'; the source 'nocaps_val' reads the
+  JSON's 'val' split.
+  """
+  _, _, iterator, _ = setup
+  config = _eval_config(iterator._data_cfg.data_dir)
+  images = [{"filename": f"img{i}.jpg", "cocoid": i, "split": "val",
+             "sentences": [{"raw": f"a dog on the grass {i}", "tokens": []},
+                           {"raw": "a red bus", "tokens": []}]} for i in range(len(DOMAINS))]
+  images.append({"filename": "img99.jpg", "cocoid": 99, "split": "train",
+                 "sentences": [{"raw": "a cat", "tokens": []}]})
+  references = tmp_path / "dataset_coco.json"
+  references.write_text(json.dumps({"dataset": "coco", "images": images}))
+
+  config.mesh.data = -1  # main.run uses every device
+  config.data.global_batch_size = config.data.eval_global_batch_size = 8
+  run_setup = RunSetup(config)
+  params = state_lib.TrainSetup(run_setup, config.optim).new_state(0)["params"]
+  checkpoints = checkpointing.Checkpointer(str(tmp_path / "trained"), keep=1, use_async=False)
+  checkpoints.save(5, {"params": params}, train_iter=None)
+  checkpoints.close()
+
+  config.mode = "evaluate"
+  config.eval.references = str(references)
+  config.eval.checkpoint_dir = str(tmp_path / "trained")
+  config.eval.num_examples_to_show = 0
+  config_rules.validate(config)
+  workdir = tmp_path / "evaluate"
+  metrics = main.run(config, str(workdir))["nocaps_val"]
+
+  out = workdir / "eval" / "nocaps_val" / "step_5"
+  predictions = report_lib.read_predictions(str(out / "predictions.json"))
+  assert sorted(predictions) == sorted(f"img{i}" for i in range(len(DOMAINS)))
+  report = json.loads((out / "report.json").read_text())
+  assert report["num_images"]["overall"] == len(DOMAINS)
+  direct = nocaps.evaluate(predictions, nocaps.load_references(str(references), "val"),
+                           metrics=("CIDEr", "ROUGE-L"))
+  assert direct["scores"] == report["scores"]
+  assert metrics["overall/CIDEr"] == report["scores"]["overall"]["CIDEr"]

@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from cc12m_jax.evaluation import flickr
+from cc12m_jax.data import karpathy
 
 
 def _write(tmp_path, images):
@@ -22,17 +22,17 @@ def _image(i, split, n=5):
 def test_reads_one_split_in_file_order(tmp_path):
   path = _write(tmp_path, [_image(0, "train"), _image(1, "test"), _image(2, "val"),
                            _image(3, "test")])
-  test = flickr.load_karpathy_json(path, "test")
+  test = karpathy.load_karpathy_json(path, "test")
   assert [im.image_id for im in test] == ["1001", "1003"]
   assert test[0].captions == tuple(f"A photo 1 caption {j}." for j in range(5))
-  assert len(flickr.load_karpathy_json(path)) == 4
+  assert len(karpathy.load_karpathy_json(path)) == 4
 
 
 def test_tokens_are_used_when_raw_is_missing(tmp_path):
   image = _image(0, "test", n=1)
   del image["sentences"][0]["raw"]
   path = _write(tmp_path, [image])
-  assert flickr.load_karpathy_json(path, "test")[0].captions == ("a photo",)
+  assert karpathy.load_karpathy_json(path, "test")[0].captions == ("a photo",)
 
 
 @pytest.mark.parametrize("mutate,message", [
@@ -45,20 +45,20 @@ def test_bad_entries_name_the_image(tmp_path, mutate, message):
   images = [_image(0, "test"), _image(1, "test")]
   mutate(images[1])
   with pytest.raises(ValueError, match=message):
-    flickr.load_karpathy_json(_write(tmp_path, images), "test")
+    karpathy.load_karpathy_json(_write(tmp_path, images), "test")
 
 
 def test_join_matches_record_order_and_reports_mismatches(tmp_path):
-  images = flickr.load_karpathy_json(
+  images = karpathy.load_karpathy_json(
       _write(tmp_path, [_image(i, "test") for i in range(4)]), "test")
-  joined = flickr.join_by_image_id(images, ["1002", "1000.jpg", "1003", "1001"])
+  joined = karpathy.join_by_image_id(images, ["1002", "1000.jpg", "1003", "1001"])
   assert [im.image_id for im in joined.images] == ["1002", "1000", "1003", "1001"]
   assert joined.record_positions == [0, 1, 2, 3]
 
   with pytest.raises(ValueError, match=r"1 record\(s\) not in the split \(first \['9'\]\).*"
                                        r"1 split image\(s\) without a record"):
-    flickr.join_by_image_id(images, ["1002", "9", "1003", "1001"])
-  lenient = flickr.join_by_image_id(images, ["1002", "9", "1002", "1001"], strict=False)
+    karpathy.join_by_image_id(images, ["1002", "9", "1003", "1001"])
+  lenient = karpathy.join_by_image_id(images, ["1002", "9", "1002", "1001"], strict=False)
   assert lenient.counts() == {"matched": 2, "records_without_json": 1,
                               "json_without_record": 2, "duplicate_records": 1}
   assert lenient.record_positions == [0, 3]

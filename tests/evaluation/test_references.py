@@ -31,7 +31,9 @@ def test_karpathy_split(tmp_path):
       {"filename": "1.jpg", "split": "test", "sentences": [{"raw": "x y"}]},
       {"filename": "2.jpg", "split": "train", "sentences": [{"raw": "z"}]}]})
   refs = nocaps.load_references(path, split="test")
-  assert refs.captions == {"1.jpg": ["x y"]}
+  # Keyed as the feature records name images: the file name's stem.
+  assert refs.captions == {"1": ["x y"]}
+  assert report_lib.predictions_list({"1": "a b"}, refs) == [{"image_id": "1", "caption": "a b"}]
   with pytest.raises(ValueError, match="no images with split 'val'"):
     nocaps.load_references(path, split="val")
 

@@ -1,4 +1,4 @@
-"""Reader for the Karpathy-split Flickr30K JSON (`dataset_flickr30k.json`).
+"""The one reader of Karpathy-split JSON (`dataset_coco.json`, `dataset_flickr30k.json`).
 
 Format (Karpathy & Fei-Fei, 2015):
 
@@ -8,9 +8,12 @@ Format (Karpathy & Fei-Fei, 2015):
                "sentences": [{"raw": "Two young guys ...", "tokens": [...],
                               "imgid": 0, "sentid": 0}, ...]}, ...]}
 
-An image's id is its file name without the extension ("1000092795"), which is
-how feature records name Flickr images (`image_id`). `join_by_image_id`
-pairs the images of one split with the feature-record order of an eval set.
+An image's id is its file name without the extension ("1000092795",
+"COCO_val2014_000000391895"), which is how feature records name these images
+(`image_id`): captioning references (evaluation/nocaps.py), retrieval
+queries (evaluation/retrieval_eval.py) and the importers all read ids here.
+`join_by_image_id` pairs the images of one split with the feature-record
+order of an eval set; `split_of_source` names the split an eval source holds.
 """
 from __future__ import annotations
 
@@ -20,6 +23,17 @@ import os
 from typing import Iterable, Sequence
 
 SPLITS = ("train", "val", "test", "restval")
+# Eval source name suffix -> Karpathy split ('flickr_test' -> 'test').
+_SPLIT_OF_SOURCE = {"train": "train", "val": "val", "test": "test"}
+
+
+def split_of_source(source: str) -> str:
+  """'flickr_test' -> 'test': the Karpathy split that an eval source holds."""
+  suffix = source.rsplit("_", 1)[-1]
+  if suffix not in _SPLIT_OF_SOURCE:
+    raise ValueError(f"eval source {source!r}: cannot tell its Karpathy split (expected a "
+                     f"name ending in one of {sorted(_SPLIT_OF_SOURCE)})")
+  return _SPLIT_OF_SOURCE[suffix]
 
 
 @dataclasses.dataclass(frozen=True)

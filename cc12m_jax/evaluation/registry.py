@@ -1,0 +1,55 @@
+"""Evaluator name -> how to build it from config (cc12m_jax/core/evaluator.py).
+
+  build(config, setup, source) -> Evaluator     one eval source
+  metric_names(config) -> set[str]              what its results' metrics are called
+
+`config.eval.evaluator` names one; '' takes the objective's own (its
+EVALUATOR: 'captioning' for ic, 'retrieval' for vlm).
+"""
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable
+
+import ml_collections
+
+from cc12m_jax.core.evaluator import Evaluator
+from cc12m_jax.core.run_setup import RunSetup
+from cc12m_jax.evaluation import captioner_eval, retrieval_eval
+from cc12m_jax.objectives import registry as objectives
+
+
+@dataclasses.dataclass(frozen=True)
+class EvaluatorKind:
+  build: Callable[[ml_collections.ConfigDict, RunSetup, str], Evaluator]
+  metric_names: Callable[[ml_collections.ConfigDict], set[str]]
+  model_objectives: tuple[str, ...]  # objectives whose models it can score
+
+
+EVALUATORS: dict[str, EvaluatorKind] = {
+    "captioning": EvaluatorKind(captioner_eval.CaptionEvaluator, captioner_eval.metric_names,
+                                ("ic",)),
+    "retrieval": EvaluatorKind(retrieval_eval.RetrievalEvaluator, retrieval_eval.metric_names,
+                               ("vlm",)),
+}
+
+
+def evaluator_name(config: ml_collections.ConfigDict) -> str:
+  return config.eval.evaluator or objectives.get(config.train.objective).EVALUATOR
+
+
+def kind(config: ml_collections.ConfigDict) -> EvaluatorKind:
+  name = evaluator_name(config)
+  if name not in EVALUATORS:
+    raise ValueError(f"config.eval.evaluator={name!r} is unknown; known: {sorted(EVALUATORS)}")
+  return EVALUATORS[name]
+
+
+def eval_sources(config: ml_collections.ConfigDict) -> list[str]:
+  return [s.strip() for s in config.data.eval_sources.split(",") if s.strip()]
+
+
+def build(config: ml_collections.ConfigDict, setup: RunSetup) -> dict[str, Evaluator]:
+  """{source: Evaluator} for every config.data.eval_sources entry, in order."""
+  evaluator_kind = kind(config)
+  return {source: evaluator_kind.build(config, setup, source) for source in eval_sources(config)}

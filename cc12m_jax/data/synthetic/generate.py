@@ -23,6 +23,7 @@ from ml_collections import config_flags
 import numpy as np
 import tensorflow as tf
 
+from cc12m_jax import config_check
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.synthetic import captions as captions_lib
@@ -304,7 +305,6 @@ def main(argv: Sequence[str]) -> None:
 def run() -> None:
   _define_flags()
   flags.mark_flags_as_required(["config"])
-  from cc12m_jax import config_check  # pylint: disable=g-import-not-at-top
   app.run(main, flags_parser=config_check.parse_flags)
 
 

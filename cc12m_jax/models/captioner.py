@@ -25,7 +25,6 @@ from typing import Any, Mapping
 
 import jax
 import jax.numpy as jnp
-import ml_collections
 
 from cc12m_jax.models import embeddings, layers, transformer
 from cc12m_jax.models.transformer import PRIMED_CACHE, SLOT_CACHE, STEP_CACHE
@@ -101,22 +100,3 @@ class Captioner(layers.ConfigModule):
     """Teacher-forced logits f32 [B, L, V] for batch['decoder_inputs']."""
     encoded, mask = self.encode(batch, train=train)
     return self.decode(batch["decoder_inputs"], encoded, mask, train=train)
-
-
-def dummy_batch(config: ml_collections.ConfigDict, batch_size: int,
-                feature_dim: int, max_caption_length: int, max_tag_tokens: int) -> dict:
-  """A zero batch of the right shapes/dtypes (for init and shape inference)."""
-  r, t = config.max_regions, config.max_tags
-  return {
-      "global_feature": jnp.zeros((batch_size, feature_dim), jnp.float32),
-      "region_features": jnp.zeros((batch_size, r, feature_dim), jnp.float32),
-      "region_boxes": jnp.zeros((batch_size, r, 5), jnp.float32),
-      "region_mask": jnp.ones((batch_size, r), bool),
-      "tag_tokens": jnp.zeros((batch_size, t, max_tag_tokens), jnp.int32),
-      "tag_mask": jnp.ones((batch_size, t), bool),
-      "tag_scores": jnp.zeros((batch_size, t), jnp.float32),
-      "decoder_inputs": jnp.zeros((batch_size, max_caption_length), jnp.int32),
-      "decoder_targets": jnp.zeros((batch_size, max_caption_length), jnp.int32),
-      "example_mask": jnp.ones((batch_size,), bool),
-      "domain": jnp.zeros((batch_size,), jnp.int32),
-  }

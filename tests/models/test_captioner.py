@@ -8,6 +8,7 @@ import numpy as np
 import optax
 import pytest
 
+from cc12m_jax.data import batch_spec
 from cc12m_jax.models import captioner
 from cc12m_jax.objectives import captioning, registry
 from configs import base
@@ -186,7 +187,8 @@ def test_paper_size_config_shapes_and_parameter_count():
   assert (m.num_encoder_layers, m.num_decoder_layers, m.emb_dim, m.num_heads, m.mlp_dim) == (6, 6, 512, 8, 2048)
   vocab, feature_dim = 16_000, 1024
   model = captioner.Captioner(m, vocab)
-  batch = captioner.dummy_batch(m, 1, feature_dim, 36, 4)
+  batch = batch_spec.zeros(batch_spec.Dims(batch=1, feature_dim=feature_dim, tag_tokens=4,
+                                           caption_length=36), captioning.INPUT_KEYS)
   shapes = nn.meta.unbox(jax.eval_shape(
       lambda: model.init(jax.random.PRNGKey(0), batch, train=False)["params"]))
   enc_layers = [k for k in shapes["encoder"] if k.startswith("layer_")]

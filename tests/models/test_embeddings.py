@@ -83,7 +83,7 @@ def test_bag_layout_mask_and_tag_mean():
   holder = _Holder(cfg)
   params = nn.meta.unbox(holder.init(jax.random.PRNGKey(0), batch)["params"])
   vectors, mask = holder.apply({"params": params}, batch)
-  r, t = cfg.max_regions, cfg.max_tags
+  r, t = batch["region_mask"].shape[1], batch["tag_mask"].shape[1]
   assert vectors.shape == (3, 1 + r + t, cfg.emb_dim)
   np.testing.assert_array_equal(
       mask, np.concatenate([np.ones((3, 1), bool), batch["region_mask"], batch["tag_mask"]], 1))
@@ -103,4 +103,4 @@ def test_without_tags_the_bag_has_global_and_regions():
   holder = _Holder(cfg)
   params = nn.meta.unbox(holder.init(jax.random.PRNGKey(0), batch)["params"])
   vectors, mask = holder.apply({"params": params}, batch)
-  assert vectors.shape[1] == mask.shape[1] == 1 + cfg.max_regions
+  assert vectors.shape[1] == mask.shape[1] == 1 + batch["region_mask"].shape[1]

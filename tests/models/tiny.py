@@ -18,7 +18,6 @@ def tiny_config(**model_overrides) -> ml_collections.ConfigDict:
   m.emb_dim, m.num_heads, m.mlp_dim = 32, 4, 64
   m.num_encoder_layers = m.num_decoder_layers = 2
   m.vocab_size, m.feature_dim = VOCAB, FEATURE_DIM
-  m.max_regions, m.max_tags = 4, 3
   for k, v in model_overrides.items():
     m[k] = v
   config.data.max_caption_length = CAPTION_LEN

@@ -13,6 +13,7 @@ from cc12m_jax.data.synthetic import concepts as concepts_lib
 from cc12m_jax.data.synthetic import generate as generate_lib
 from cc12m_jax.data.synthetic import world as world_lib
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
+from cc12m_jax.evaluation import concepts
 from data_fixtures import FEATURE_DIM, tiny_config
 
 
@@ -58,7 +59,7 @@ def test_same_seed_same_bytes(tiny_world, tmp_path):
                   for c in (cfg, cfg1))
   rec0, rec1 = (next(generate_lib._records(spec, world_lib.World(
       c.synthetic.num_concepts, FEATURE_DIM, c.synthetic.seed),
-      c.synthetic.seed, print)) for spec, c in ((spec0, cfg), (spec1, cfg1)))
+      c.synthetic.seed, print, {})) for spec, c in ((spec0, cfg), (spec1, cfg1)))
   assert not np.array_equal(rec0.global_feature, rec1.global_feature)
 
 
@@ -145,6 +146,29 @@ def test_reference_files(tiny_world):
   splits = collections.Counter(i["split"] for i in flickr["images"])
   assert splits == {"train": 12, "val": 3, "test": 3}
   assert all(len(i["sentences"]) == 5 for i in flickr["images"])
+
+
+def test_eval_sources_record_what_each_image_shows(tiny_world):
+  """<source>/concepts.json: the concepts of each image, which its clean references name."""
+  _, data_dir, _ = tiny_world
+  matcher = concepts.ConceptMatcher(concepts.Concept(c.name) for c in
+                                    concepts_lib.build_inventory(tiny_config().synthetic.num_concepts,
+                                                                 tiny_config().synthetic.seed))
+  with open(os.path.join(data_dir, "nocaps_val", "nocaps_val.json")) as f:
+    nocaps = json.load(f)
+  with open(os.path.join(data_dir, "nocaps_val", "concepts.json")) as f:
+    shown = json.load(f)
+  refs = collections.defaultdict(list)
+  ids = {i["id"]: i["file_name"][:-len(".jpg")] for i in nocaps["images"]}
+  for ann in nocaps["annotations"]:
+    refs[ids[ann["image_id"]]].append(ann["caption"])
+  assert sorted(shown) == sorted(refs) and all(shown.values())
+  for image_id, captions in refs.items():
+    for caption in captions:  # coco-style references name every concept shown
+      assert matcher.mentions(caption) == set(shown[image_id]), (image_id, caption)
+  for source in generate_lib.EVAL_SOURCES:
+    assert os.path.exists(os.path.join(data_dir, source, "concepts.json"))
+  assert not os.path.exists(os.path.join(data_dir, "cc12m", "concepts.json"))
 
 
 def test_bad_sizes_fail_before_writing(tmp_path):

@@ -35,6 +35,7 @@ from cc12m_jax.data.text import tokenizer as tokenizer_lib
 TRAIN_SOURCES = ("cc3m", "cc12m", "coco_train", "flickr_train")
 ALL_SOURCES = ("cc3m", "cc12m", "coco_train", "coco_val", "nocaps_val",
                "flickr_train", "flickr_val", "flickr_test")
+EVAL_SOURCES = tuple(s for s in ALL_SOURCES if s not in TRAIN_SOURCES)
 # Sources whose captions make the vocabulary (the training corpora).
 VOCAB_SOURCES = TRAIN_SOURCES
 _SOURCE_CODES = {name: i for i, name in enumerate(ALL_SOURCES)}
@@ -133,12 +134,15 @@ def _source_specs(cfg: ml_collections.ConfigDict,
 
 
 def _records(spec: SourceSpec, world: world_lib.World, seed: int,
-             log: Callable[[str], None]) -> Iterator[records_lib.FeatureRecord]:
+             log: Callable[[str], None],
+             shown: dict[str, list[str]]) -> Iterator[records_lib.FeatureRecord]:
+  """The source's records; `shown` gets each image's concept names (what it shows)."""
   show = spec.num_records >= _PROGRESS_MIN_RECORDS
   step = max(1, spec.num_records // 10)
   for i in range(spec.num_records):
     rng = image_rng(seed, spec.name, i)
     scene, caps, domain, image_id, render_rng = spec.make(world, i, rng)
+    shown[image_id] = sorted({world.concepts[inst.concept].name for inst in scene.instances})
     rendered = world.render(scene, render_rng)
     yield records_lib.FeatureRecord(
         image_id=image_id, source=spec.name,
@@ -236,10 +240,15 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
         yield r
 
     num_shards = max(2, math.ceil(spec.num_records / syn.records_per_shard))
+    shown: dict[str, list[str]] = {}
     records_lib.write_records(
         metadata_lib.shard_prefix(output_dir, spec.name),
-        tracked(_records(spec, world, syn.seed, log)), num_shards,
+        tracked(_records(spec, world, syn.seed, log, shown)), num_shards,
         feature_dtype=syn.feature_dtype)
+    if spec.name in EVAL_SOURCES:
+      # What each image shows, for the per-concept long-tail report
+      # (cc12m_jax/evaluation/long_tail.py); real data has no such file.
+      _write_json(os.path.join(output_dir, spec.name, "concepts.json"), shown)
     num_captions = sum(len(r[1]) for r in rows)
     metadata_lib.write_metadata(output_dir, metadata_lib.DatasetMetadata(
         source=spec.name, feature_dim=syn.feature_dim,

@@ -103,11 +103,11 @@ def parse_cc_line(location: rows_lib.Location, line: bytes
 class JsonOptions:
   """splits: Karpathy splits to keep ('' = a COCO-layout file is expected);
   id_rule: 'coco' (cocoid, else the file stem) or 'stem' (Flickr30K);
-  require_domain: every image needs a nocaps domain; entry: False for an
-  image-info file (sizes and domains, no captions)."""
+  entry: False for an image-info file (sizes and domains, no captions).
+  A domain, where given, must be a nocaps one; that each nocaps image has
+  one (from either file) is checked by the join."""
   splits: tuple[str, ...] = ()
   id_rule: str = "coco"
-  require_domain: bool = False
   entry: bool = True
 
 
@@ -132,7 +132,7 @@ def _coco_layout(options: JsonOptions, path: str, data: dict) -> Iterator[Row]:
         raise rows_lib.RowError(
             "duplicate_id", f"image id {image_id!r} also at {rows[image_id].location}")
       domain = image.get("domain", "")
-      if domain not in records_lib.DOMAIN_IDS or (options.require_domain and not domain):
+      if domain not in records_lib.DOMAIN_IDS:
         raise rows_lib.RowError("bad_domain", f"domain {domain!r}, expected one of "
                                 f"{NOCAPS_DOMAINS}")
       rows[image_id] = rows_lib.CaptionRow(

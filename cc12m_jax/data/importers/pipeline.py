@@ -1,9 +1,9 @@
 """The import job's Beam graph: read features, tags, captions; join; write.
 
   features ─┐
-  tags ─────┼─ (image_id, row) ─ CoGroupByKey ─ JoinFn ─ WriteShards ─ records.tfrecord-*
-  captions ─┘                                     │
-  bad rows of every stage ─ ResolveLines ─────────┴─ bad_rows.jsonl
+  tags ─────┼─ (shard of image_id, row) ─ GroupByKey ─ JoinShardFn ─ records.tfrecord-*
+  captions ─┘                                             │
+  bad rows of every stage ─ ResolveLines ─────────────────┴─ bad_rows.jsonl
   counts of every stage ─ CombinePerKey(sum) ───────  .import_counts.json
 
 Counts are computed inside the pipeline, so they are exact on every runner
@@ -134,8 +134,7 @@ def _read_captions(p, spec: ImportSpec) -> list[dict]:
           spec.split_bytes))
     return out
   options = captions_lib.JsonOptions(
-      splits=splits, id_rule="stem" if spec.format == "flickr" else "coco",
-      require_domain=spec.format == "nocaps")
+      splits=splits, id_rule="stem" if spec.format == "flickr" else "coco")
   out = []
   if spec.captions:
     out.append(p | "Captions" >> readers.ReadFiles(
@@ -161,26 +160,23 @@ def build(p: beam.Pipeline, spec: ImportSpec) -> None:
   if spec.tags:
     inputs["tags"] = [p | "Tags" >> readers.ReadLines(
         "tags", spec.tags, tags_lib.parse_line, spec.strict, spec.split_bytes)]
-  keyed, bad, counts = {}, [], []
+  rows_by_kind, bad, counts = {}, [], []
   for kind, parts in inputs.items():
     title = kind.capitalize()
     rows = ([part["rows"] for part in parts]
             | f"{title}Rows" >> beam.Flatten())
-    keyed[kind] = rows | f"{title}ById" >> beam.Map(lambda r: (r.image_id, r))
+    rows_by_kind[kind] = rows
     counts.append(_counted(rows, f"Count{title}", f"rows/{kind}"))
     bad.extend(part["bad"] for part in parts)
 
-  joined = (keyed | "Join" >> beam.CoGroupByKey()
-            | "Records" >> beam.ParDo(join_lib.JoinFn(join_lib.JoinOptions(
-                spec.source, spec.feature_dtype, spec.strict))).with_outputs(
-                    readers.BAD, join_lib.COUNTS, main="records"))
-  bad.append(joined[readers.BAD])
-  counts.append(joined[join_lib.COUNTS])
-
   source_dir = metadata_lib.source_dir(spec.output_dir, spec.source)
-  _ = joined.records | "Write" >> join_lib.WriteShards(
+  joined = rows_by_kind | "Join" >> join_lib.JoinAndWrite(
       metadata_lib.shard_prefix(spec.output_dir, spec.source),
-      spec.records_per_shard, spec.num_shards)
+      join_lib.JoinOptions(spec.source, spec.feature_dtype, spec.strict,
+                           require_domain=spec.format == "nocaps"),
+      inputs["features"][0]["size"], spec.records_per_shard, spec.num_shards)
+  bad.append(joined["bad"])
+  counts.append(joined["counts"])
 
   all_bad = bad | "AllBadRows" >> beam.Flatten()
   counts.append(_counted(all_bad, "CountBad", lambda b: f"bad_rows/{b.reason}"))

@@ -4,8 +4,10 @@
              (textfiles.py) that workers parse in parallel;
   ReadFiles  whole-file formats (COCO / Karpathy JSON, .npz, Parquet): one
              file per element.
-Both return a PCollection dict {"rows": ..., "bad": BadRow}. In strict mode
-the first bad row raises BadRowError naming the file and line instead.
+Both return a PCollection dict {"rows": ..., "bad": BadRow, "size": ints}
+("size" adds up to the number of rows, counted without parsing: lines, or
+files). In strict mode the first bad row raises BadRowError naming the file
+and line instead.
 `ResolveLines` gives bad rows of line inputs their line numbers, one scan
 per file that has any.
 """
@@ -127,15 +129,16 @@ class ReadLines(beam.PTransform):
 
   def expand(self, pbegin):
     label, split = self.kind.capitalize(), self.split_bytes
-    parsed = (
+    ranges = (
         _match(pbegin, label, self.patterns)
         | f"{label}Ranges" >> beam.FlatMap(
             lambda m: textfiles.byte_ranges(m.path, m.size_in_bytes, split))
         # Ranges of one big file must reach different workers.
-        | f"{label}SpreadRanges" >> beam.Reshuffle()
-        | f"{label}Parse" >> beam.ParDo(_ParseRangeFn(
-            self.kind, self.parse, self.strict)).with_outputs(BAD, main="rows"))
-    return {"rows": parsed.rows, "bad": parsed[BAD]}
+        | f"{label}SpreadRanges" >> beam.Reshuffle())
+    parsed = ranges | f"{label}Parse" >> beam.ParDo(_ParseRangeFn(
+        self.kind, self.parse, self.strict)).with_outputs(BAD, main="rows")
+    size = ranges | f"{label}CountLines" >> beam.MapTuple(textfiles.count_lines)
+    return {"rows": parsed.rows, "bad": parsed[BAD], "size": size}
 
 
 class ReadFiles(beam.PTransform):
@@ -149,13 +152,13 @@ class ReadFiles(beam.PTransform):
 
   def expand(self, pbegin):
     label = self.kind.capitalize()
-    parsed = (
-        _match(pbegin, label, self.patterns)
-        | f"{label}Paths" >> beam.Map(lambda m: m.path)
-        | f"{label}SpreadFiles" >> beam.Reshuffle()
-        | f"{label}Parse" >> beam.ParDo(_ParseFileFn(
-            self.kind, self.parse, self.strict)).with_outputs(BAD, main="rows"))
-    return {"rows": parsed.rows, "bad": parsed[BAD]}
+    paths = (_match(pbegin, label, self.patterns)
+             | f"{label}Paths" >> beam.Map(lambda m: m.path)
+             | f"{label}SpreadFiles" >> beam.Reshuffle())
+    parsed = paths | f"{label}Parse" >> beam.ParDo(_ParseFileFn(
+        self.kind, self.parse, self.strict)).with_outputs(BAD, main="rows")
+    size = paths | f"{label}CountFiles" >> beam.Map(lambda _: 1)
+    return {"rows": parsed.rows, "bad": parsed[BAD], "size": size}
 
 
 def _resolve_file(item: tuple[str, Iterable[rows_lib.BadRow]]

@@ -50,6 +50,28 @@ def read_range(path: str, start: int, end: int) -> Iterator[tuple[int, bytes]]:
       position += len(line)
 
 
+def count_lines(path: str, start: int, end: int) -> int:
+  """Lines starting in [start, end) (read_range's lines), counted without
+  splitting them: a line starts at 0 or after a newline."""
+  if _compressed(path):
+    return sum(1 for _ in read_range(path, start, end))
+  count = 0
+  with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+    size = f.seek(0, 2)
+    end = min(end, size)
+    if start == 0 and size > 0:
+      count, start = 1, 1
+    f.seek(start - 1)
+    remaining = end - start   # newlines at [start-1, end-1) begin a line in range
+    while remaining > 0:
+      chunk = f.read(min(_SCAN_CHUNK, remaining))
+      if not chunk:
+        break
+      count += chunk.count(b"\n")
+      remaining -= len(chunk)
+  return count
+
+
 def newlines_before(path: str, offsets: Iterable[int]) -> dict[int, int]:
   """{offset: newlines in the file's first `offset` bytes} for all offsets,
   in one pass over the file (for a line's start: its line number - 1)."""

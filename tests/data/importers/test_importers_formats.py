@@ -155,3 +155,26 @@ def test_more_than_16_regions_keeps_the_16_most_confident(tmp_path):
   # The global feature is the mean of all 20 regions, not of the 16 kept.
   np.testing.assert_allclose(record.global_feature, features.mean(0), atol=1e-6)
   assert (record.width, record.height, record.captions) == (200, 400, ["a long story"])
+
+
+def test_nocaps_domains_and_sizes_from_the_image_info(public_world, tmp_path):
+  world, pub, d = public_world
+  expected = records_by_id(world, "nocaps_val")
+  with open(os.path.join(pub, "captions", "nocaps_val.json")) as f:
+    full = json.load(f)
+  info = {"images": full["images"]}                     # val image info: no captions
+  captions = {"images": [{"id": im["id"]} for im in full["images"]],
+              "annotations": full["annotations"]}       # captions without domains
+  dropped = full["images"][0]["id"]
+  info["images"] = info["images"][1:]                   # one image with no domain
+  (tmp_path / "info.json").write_text(json.dumps(info))
+  (tmp_path / "captions.json").write_text(json.dumps(captions))
+  vinvl = export_lib.write_tsv(expected.values(), str(tmp_path / "f.tsv"), layout="vinvl")
+  out = str(tmp_path / "out")
+  report = run_import(out, "nocaps", "nocaps_val", [str(tmp_path / "captions.json")], [vinvl],
+                      feature_dim=d, features_format="vinvl",
+                      image_info=[str(tmp_path / "info.json")])
+  assert counts(report)["bad_rows/bad_domain"] == 1
+  expected.pop(dropped)
+  assert_same_records(expected, records_by_id(out, "nocaps_val"), exact_global=False,
+                      fields=("captions", "size", "domain"))

@@ -42,7 +42,6 @@ LAYOUTS = {
     "vinvl": ("image_id", "vinvl_json"),
 }
 _ALIASES = {"img_id": "image_id", "img_w": "image_w", "img_h": "image_h"}
-_REQUIRED = ("image_id",)
 
 
 @dataclasses.dataclass(frozen=True)

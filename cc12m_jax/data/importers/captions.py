@@ -3,7 +3,8 @@
   cc        CC3M / CC12M TSV, one pair a line: url <TAB> caption (CC12M's
             order) or caption <TAB> url (CC3M's); the column that starts
             with http(s):// is the URL. An optional header line
-            "url<TAB>caption" is skipped. Id: url_image_id(url).
+            "url<TAB>caption" is skipped. Read by curation's own TSV reader
+            (candidates.parse_tsv_line): id url_image_id(url).
   coco      COCO captions JSON (2014 / 2017: "images" + "annotations"), or
             the Karpathy split JSON (dataset_coco.json: "images" with
             "sentences" and "split"; choose splits, e.g. train,restval).
@@ -25,9 +26,11 @@ Line formats give `parse_*_line(location, line) -> CaptionRow | None`
 import dataclasses
 import io
 import json
-import re
 from typing import Any, Iterator, Optional, Union
 
+import pyarrow.parquet as pq
+
+from cc12m_jax.curation import candidates
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.importers import image_ids
 from cc12m_jax.data.importers import rows as rows_lib
@@ -35,8 +38,6 @@ from cc12m_jax.data.importers import tags as tags_lib
 
 NOCAPS_DOMAINS = tuple(d for d in records_lib.DOMAIN_IDS if d)
 KARPATHY_SPLITS = ("train", "val", "test", "restval")
-_URL = re.compile(r"^\s*https?://", re.IGNORECASE)
-_HEADERS = ({"url", "caption"}, {"image_url", "caption"})
 
 Row = Union[rows_lib.CaptionRow, rows_lib.BadRow]
 
@@ -75,26 +76,24 @@ def _id(value: Any) -> str:
 
 def parse_cc_line(location: rows_lib.Location, line: bytes
                   ) -> Optional[rows_lib.CaptionRow]:
-  text = rows_lib.decode_utf8(line)
-  if not text.strip():
-    return None
-  columns = text.split("\t")
-  if len(columns) != 2:
-    raise rows_lib.RowError("wrong_columns",
-                            f"{len(columns)} columns, expected url and caption")
-  if {c.strip().lower() for c in columns} in _HEADERS:
-    return None
-  is_url = [bool(_URL.match(c)) for c in columns]
-  if not any(is_url):
-    raise rows_lib.RowError("no_url", f"neither column is a URL: {text[:80]!r}")
-  u = 0 if is_url[0] else 1   # both URL-like: CC12M's order (url first)
-  image_id = image_ids.url_image_id(columns[u])
+  """A CC TSV line through curation's own TSV reader (candidates.py), so
+  that URL detection and the id are curation's exactly."""
+  parsed = candidates.parse_tsv_line(line)
+  if isinstance(parsed, candidates.Rejection):
+    if parsed.reason in ("input/empty_line", "input/tsv_header"):
+      return None
+    reason = {"input/bad_utf8": "bad_utf8"}.get(parsed.reason)
+    if reason is None:  # input/bad_tsv: wrong column count or no URL
+      reason = "no_url" if "URL" in parsed.detail else "wrong_columns"
+    error = rows_lib.RowError(reason, parsed.detail)
+    error.image_id = parsed.record_id or ""
+    raise error
   try:
-    caption = rows_lib.clean_caption(columns[1 - u])
+    caption = rows_lib.clean_caption(parsed["alt_text"])
   except rows_lib.RowError as err:
-    err.image_id = image_id
+    err.image_id = parsed["id"]
     raise
-  return rows_lib.CaptionRow(image_id, location, [caption], entry=True)
+  return rows_lib.CaptionRow(parsed["id"], location, [caption], entry=True)
 
 
 # ------------------------------------------------------ COCO / Karpathy ---
@@ -273,7 +272,6 @@ def parse_curated_line(location: rows_lib.Location, line: bytes
 
 
 def parse_curated_parquet(path: str, data: bytes) -> Iterator[Row]:
-  import pyarrow.parquet as pq  # pylint: disable=g-import-not-at-top
   try:
     table = pq.read_table(io.BytesIO(data))
   except Exception as err:  # pyarrow raises several types on corrupt files

@@ -22,6 +22,7 @@ from typing import Optional, Sequence
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
+from cc12m_jax.data import tfds_builder
 from cc12m_jax.data.importers import pipeline as pipeline_lib
 from cc12m_jax.data.importers import rows as rows_lib
 from cc12m_jax.data.importers import run as run_lib
@@ -94,7 +95,6 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _build_tfds(args) -> int:
-  from cc12m_jax.data import tfds_builder  # pylint: disable=g-import-not-at-top
   if args.config not in tfds_builder.SPLITS:
     print(f"error: --config={args.config!r}: choose one of {sorted(tfds_builder.SPLITS)}",
           file=sys.stderr)

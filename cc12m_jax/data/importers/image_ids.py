@@ -11,29 +11,23 @@ references and the usual feature releases already use:
   Localized Narratives             the line's image_id          "391895" / "0a1b2c3d4e5f6789"
   curation's kept shards           the kept row's id
   CC3M / CC12M TSV (url, caption)  url_image_id(url)            16 hex digits
+                                   (curation's own rule and TSV line reader)
 
 Web datasets have no ids, so the id is derived from the URL: the same URL in
 CC3M and CC12M gives the same id, which is what the paper's removal of CC3M
-images from CC12M (`exclude_ids_of=cc3m`) needs. Curation derives ids of
-url-only candidates with this same function, so curated pairs, imported
-TSVs and features named by it all agree.
+images from CC12M (`exclude_ids_of=cc3m`) needs. The function is curation's
+(candidates.url_image_id), so curated pairs, imported TSVs and features
+named by it all agree.
 """
-import hashlib
 import os
 
-URL_ID_HEX_DIGITS = 16
+from cc12m_jax.curation import candidates
 
-
-def url_image_id(url: str) -> str:
-  """The image id of a web image: the first 16 hex digits of SHA-1(url).
-
-  The URL is taken exactly as written, apart from surrounding whitespace
-  (no scheme or case folding: two spellings of a URL may be two files).
-  64 bits: among 15M URLs a collision has probability ~6e-6, and the join
-  reports one as a duplicate id rather than merging two images silently.
-  """
-  digest = hashlib.sha1(url.strip().encode("utf-8")).hexdigest()
-  return digest[:URL_ID_HEX_DIGITS]
+URL_ID_HEX_DIGITS = candidates.URL_ID_HEX_DIGITS
+# One rule for curation (url-only candidates, CC TSV rows) and the importers:
+# 16 hex digits of SHA-1 of the URL as written, surrounding whitespace
+# stripped (cc12m_jax/curation/candidates.py).
+url_image_id = candidates.url_image_id
 
 
 def file_stem(filename: str) -> str:

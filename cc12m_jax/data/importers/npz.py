@@ -31,7 +31,6 @@ DEFAULT_KEYS = {
     "image_h": "image_h", "confidence": "objects_conf",
     "global_feature": "global_feature", "image_id": "",
 }
-_REQUIRED = ("features",)
 
 
 @dataclasses.dataclass(frozen=True)

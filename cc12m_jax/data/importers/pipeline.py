@@ -18,6 +18,7 @@ from typing import Sequence
 import apache_beam as beam
 
 from cc12m_jax.data import metadata as metadata_lib
+from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.importers import bottomup
 from cc12m_jax.data.importers import captions as captions_lib
 from cc12m_jax.data.importers import join as join_lib
@@ -85,7 +86,6 @@ class ImportSpec:
     self.feature_parser()  # checks the TSV fields / npz keys
 
   def region_options(self) -> regions_lib.RegionOptions:
-    from cc12m_jax.data import records as records_lib  # pylint: disable=g-import-not-at-top
     records_lib.check_feature_dtype(self.feature_dtype, "--feature_dtype")
     return regions_lib.RegionOptions(
         feature_dim=self.feature_dim, feature_dtype=self.feature_dtype,

@@ -28,6 +28,7 @@ re-uses a CC3M image has the same URL, hence the same id, in both.
 Importing these files back gives the generator's records (boxes equal to
 float32 rounding of the pixel round trip); tests/data/importers checks it.
 """
+import base64
 import io
 import json
 import os
@@ -66,7 +67,6 @@ def exported_id(source: str, image_id: str) -> str:
 
 
 def _b64(array: np.ndarray, dtype: str = "<f4") -> bytes:
-  import base64  # pylint: disable=g-import-not-at-top
   return base64.b64encode(np.ascontiguousarray(array, dtype=dtype).tobytes())
 
 

@@ -11,9 +11,12 @@ import os
 import apache_beam as beam
 import pytest
 
+from cc12m_jax.curation import candidates
 from cc12m_jax.curation import dofns
 from cc12m_jax.curation import shards
+from cc12m_jax.data.importers import captions
 from cc12m_jax.data.importers import image_ids
+from cc12m_jax.data.importers import rows
 from cc12m_jax.data.synthetic import export as export_lib
 from importer_fixtures import (BEAM_ARGS, EXPORT_FIELDS, assert_same_records, counts,
                                records_by_id, run_import)
@@ -25,6 +28,18 @@ def test_url_image_id_is_pinned():
   assert image_ids.url_image_id("https://example.com/images/1.jpg") == "960ea6c07552f5ea"
   assert image_ids.url_image_id("  https://example.com/images/1.jpg\n") == "960ea6c07552f5ea"
   assert image_ids.url_image_id("https://example.com/images/2.jpg") != "960ea6c07552f5ea"
+
+
+@pytest.mark.parametrize("line", [
+    b"https://example.com/images/1.jpg\ta dog on a beach",        # CC12M's order
+    b"a dog on a beach\thttps://example.com/images/1.jpg",        # CC3M's order
+    b"\xef\xbb\xbfhttps://example.com/images/1.jpg\ta dog on a beach",  # a BOM
+])
+def test_curation_and_the_importer_read_a_tsv_line_alike(line):
+  curated = candidates.parse_tsv_line(line)
+  imported = captions.parse_cc_line(rows.Location("cc.tsv", is_line=True), line)
+  assert curated["id"] == imported.image_id == "960ea6c07552f5ea"
+  assert imported.captions == ["a dog on a beach"] == [curated["alt_text"]]
 
 
 def _kept_rows(records):

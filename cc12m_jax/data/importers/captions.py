@@ -8,7 +8,9 @@
   coco      COCO captions JSON (2014 / 2017: "images" + "annotations"), or
             the Karpathy split JSON (dataset_coco.json: "images" with
             "sentences" and "split"; choose splits, e.g. train,restval).
-            Id: images[].id, or the Karpathy entry's cocoid.
+            Id: images[].id; a Karpathy record is named by its file stem
+            (as data/karpathy.py names references) and joined to features by
+            its cocoid (as COCO feature releases name images).
   nocaps    nocaps JSON in COCO layout whose images carry "domain"
             (in-domain / near-domain / out-domain): the captions file, and /
             or an image-info file (val / test) giving domains and sizes.
@@ -101,7 +103,8 @@ def parse_cc_line(location: rows_lib.Location, line: bytes
 @dataclasses.dataclass(frozen=True)
 class JsonOptions:
   """splits: Karpathy splits to keep ('' = a COCO-layout file is expected);
-  id_rule: 'coco' (cocoid, else the file stem) or 'stem' (Flickr30K);
+  id_rule: 'coco' (Karpathy: join by cocoid, name by file stem) or 'stem'
+  (Flickr30K: both by file stem);
   entry: False for an image-info file (sizes and domains, no captions).
   A domain, where given, must be a nocaps one; that each nocaps image has
   one (from either file) is checked by the join."""
@@ -176,12 +179,11 @@ def _karpathy_layout(options: JsonOptions, path: str, data: dict
       if image.get("split") not in options.splits:
         continue
       filename = image.get("filename")
+      if not isinstance(filename, str) or not filename:
+        raise rows_lib.RowError("missing_id", "no filename")
+      image_id = record_id = _id(image_ids.file_stem(filename))
       if options.id_rule == "coco" and image.get("cocoid") is not None:
         image_id = _id(image["cocoid"])
-      elif isinstance(filename, str) and filename:
-        image_id = _id(image_ids.file_stem(filename))
-      else:
-        raise rows_lib.RowError("missing_id", "no filename (nor cocoid)")
       if image_id in seen:
         raise rows_lib.RowError("duplicate_id",
                                 f"image id {image_id!r} also at {seen[image_id]}")
@@ -199,7 +201,8 @@ def _karpathy_layout(options: JsonOptions, path: str, data: dict
         except rows_lib.RowError as err:
           yield _bad(err.reason, rows_lib.Location(
               path, index=i, entry=f"images[{i}].sentences[{j}]"), err.detail, image_id)
-      yield rows_lib.CaptionRow(image_id, where, captions, entry=options.entry)
+      yield rows_lib.CaptionRow(image_id, where, captions, entry=options.entry,
+                                record_id=record_id)
     except rows_lib.RowError as err:
       yield _bad(err.reason, where, err.detail, image_id)
 

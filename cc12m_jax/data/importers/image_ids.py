@@ -6,7 +6,9 @@ matches them to reference files, so every format maps to the id that its
 references and the usual feature releases already use:
 
   COCO captions JSON, nocaps       str(images[].id)            "391895"
-  COCO Karpathy JSON               str(images[].cocoid), else the file stem
+  COCO Karpathy JSON               the file stem                "COCO_val2014_000000391895"
+                                   (joined to features by str(cocoid), the
+                                   key of COCO feature releases)
   Flickr30K Karpathy JSON          file name stem               "1000092795"
   Localized Narratives             the line's image_id          "391895" / "0a1b2c3d4e5f6789"
   curation's kept shards           the kept row's id
@@ -19,9 +21,8 @@ images from CC12M (`exclude_ids_of=cc3m`) needs. The function is curation's
 (candidates.url_image_id), so curated pairs, imported TSVs and features
 named by it all agree.
 """
-import os
-
 from cc12m_jax.curation import candidates
+from cc12m_jax.data import karpathy
 
 URL_ID_HEX_DIGITS = candidates.URL_ID_HEX_DIGITS
 # One rule for curation (url-only candidates, CC TSV rows) and the importers:
@@ -29,8 +30,6 @@ URL_ID_HEX_DIGITS = candidates.URL_ID_HEX_DIGITS
 # stripped (cc12m_jax/curation/candidates.py).
 url_image_id = candidates.url_image_id
 
-
-def file_stem(filename: str) -> str:
-  """'1000092795.jpg' -> '1000092795': Flickr30K's ids, as the retrieval
-  evaluation names images (its Karpathy reader's image_id_of)."""
-  return os.path.splitext(os.path.basename(filename))[0]
+# '1000092795.jpg' -> '1000092795': the Karpathy reader's rule, by which
+# captioning references and retrieval queries name images.
+file_stem = karpathy.image_id_of

@@ -20,6 +20,8 @@ Per image id, rows are taken in file order:
     curated pair carries.
 The image size is the features' (bottom-up TSVs give it), else the
 captions'; pixel boxes without any size are a bad row `missing_size`. The
+record is named by the join key, or by the caption entry's `record_id` (COCO
+Karpathy: joined by cocoid, named by file stem). The
 domain is the first caption row's that has one (nocaps: the captions file or
 the image info); a nocaps image with none is a bad row `bad_domain`.
 
@@ -63,6 +65,7 @@ class JoinOptions:
 class Joined:
   """The outcome for one image id."""
   serialized: Optional[bytes] = None
+  record_id: str = ""
   bad: list = dataclasses.field(default_factory=list)
   counts: list = dataclasses.field(default_factory=list)
 
@@ -121,8 +124,9 @@ def join_image(image_id: str, features: list, tag_rows: list,
   else:
     carried = next((r.tags for r in kept if r.tags), [])
     tags, scores = [t for t, _ in carried], [s for _, s in carried]
+  named = next((r.record_id for r in kept if r.record_id), image_id)
   record = records_lib.FeatureRecord(
-      image_id=image_id, source=options.source,
+      image_id=named, source=options.source,
       global_feature=feature.global_feature.astype(np.float32),
       region_features=feature.region_features.astype(np.float32),
       region_boxes=boxes, tags=tags,
@@ -130,6 +134,7 @@ def join_image(image_id: str, features: list, tag_rows: list,
       width=width, height=height, domain=domain)
   example = records_lib.record_to_example(record, options.feature_dtype)
   out.serialized = example.SerializeToString(deterministic=True)
+  out.record_id = named
   out.counts += [("joined", 1), ("captions", len(captions))]
   return out
 
@@ -175,11 +180,11 @@ class JoinShardFn(beam.DoFn):
       for count in joined.counts:
         yield beam.pvalue.TaggedOutput(COUNTS, count)
       if joined.serialized is not None:
-        records.append(joined.serialized)
+        records.append((joined.record_id, joined.serialized))
     path = records_lib.shard_paths(self.prefix, num_shards)[shard]
     # Written in place: a retried bundle rewrites the same whole file.
     with tf.io.TFRecordWriter(path) as writer:
-      for serialized in records:   # sorted by image id
+      for _, serialized in sorted(records):   # by the records' ids
         writer.write(serialized)
     yield path
 

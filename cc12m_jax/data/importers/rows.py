@@ -150,6 +150,9 @@ class CaptionRow:
   height: int = 0
   domain: str = ""
   tags: Optional[Sequence[tuple[str, float]]] = None
+  # The record's id when it differs from the join key `image_id` (COCO
+  # Karpathy: features are keyed by cocoid, references by file stem).
+  record_id: str = ""
 
 
 def decode_utf8(raw: bytes, what: str = "line") -> str:

@@ -104,12 +104,13 @@ def test_npz_directory_with_default_keys(public_world, tmp_path):
   assert_same_records(expected, records_by_id(out, "flickr_val"))
 
 
-def test_coco_karpathy_json_ids_from_cocoid(public_world, tmp_path):
+def test_coco_karpathy_json_joined_by_cocoid_named_by_file_stem(public_world, tmp_path):
   world, pub, d = public_world
   expected = records_by_id(world, "coco_train")
-  images = []
+  images, stem = [], {}
   for i, r in enumerate(expected.values()):
-    images.append({"filename": f"COCO_val2014_{i:012d}.jpg", "cocoid": r.image_id,
+    stem[r.image_id] = f"COCO_val2014_{i:012d}"
+    images.append({"filename": f"{stem[r.image_id]}.jpg", "cocoid": r.image_id,
                    "split": ("train", "restval", "test")[i % 3],
                    "sentences": [{"raw": c, "tokens": c.split()} for c in r.captions]})
   karpathy = tmp_path / "dataset_coco.json"
@@ -120,8 +121,11 @@ def test_coco_karpathy_json_ids_from_cocoid(public_world, tmp_path):
   kept = {im["cocoid"] for im in images if im["split"] != "test"}
   assert counts(report)["joined"] == len(kept) == 20
   assert counts(report)["features_without_captions"] == 10  # the test split's
+  # Features keyed by cocoid (the generator's id here); records named as the
+  # Karpathy reader (data/karpathy.py) names references.
   assert_same_records({k: v for k, v in expected.items() if k in kept},
-                      records_by_id(out, "coco_train"), fields=("captions", "size"))
+                      records_by_id(out, "coco_train"), id_of=stem.get,
+                      fields=("captions", "size"))
 
 
 def _b64(array, dtype="<f4"):

@@ -152,8 +152,12 @@ def evaluate(predictions: Mapping[str, str], references: References, *,
   Returns a JSON-ready report:
     {"scores": {group: {metric: value}}, "num_images": {group: n},
      "unavailable": {metric: reason}, "num_references_without_prediction": n,
-     "metrics": [...], "protocol": "nocaps"}
-  with groups the domains present plus "overall".
+     "metrics": [...], "protocol": "nocaps",
+     "per_image": {metric: {image_id: value}}, "image_domains": {image_id: domain}}
+  with groups the domains present plus "overall". `per_image` holds the
+  per-image metrics (CIDEr; SPICE when available) whose group means are the
+  scores above, so a paired bootstrap over images can resample them
+  (cc12m_jax/experiments/bootstrap.py).
   """
   predictions = {str(k): v for k, v in predictions.items()}
   unknown = [k for k in predictions if k not in references.captions]
@@ -233,6 +237,9 @@ def evaluate(predictions: Mapping[str, str], references: References, *,
       "num_images": {g: len(ids) for g, ids in groups.items()},
       "unavailable": unavailable,
       "num_references_without_prediction": len(missing),
+      "per_image": {name: {k: float(v) for k, v in values.items()}
+                    for name, values in per_image.items()},
+      "image_domains": {k: references.domains.get(k, "") for k in image_ids},
   }
 
 

@@ -6,6 +6,11 @@
   retrieval.retrieval_metrics(gallery, queries, caption -> image)
         --> image_retrieval/R@{1,5,10} (the paper's Table 8), text_retrieval/R@{1,5,10}
 
+retrieval.json also holds, for every image-retrieval query (caption), the
+image it describes and the 0-based rank of that image in the query's top 10
+(-1: not in it), so a paired bootstrap can resample images
+(cc12m_jax/experiments/bootstrap.py); the fraction of ranks below K is R@K.
+
 Every image of the eval source is encoded exactly once (the eval iterator
 pads the last batch; padding rows are dropped by `example_mask`). Captions
 come from `config.eval.references` (a Karpathy-split JSON such as
@@ -128,16 +133,27 @@ def metric_names(config: ml_collections.ConfigDict) -> set[str]:  # pylint: disa
   return names | {"image_retrieval/num_queries", "text_retrieval/num_queries", "num_images"}
 
 
-class RetrievalResult(evaluator_lib.EvalResult):
-  """Recall@K of one eval source (percent), with skip counts."""
+def first_hit_ranks(top_index: np.ndarray, owner: np.ndarray) -> np.ndarray:
+  """i64 [Q]: the 0-based position of each query's own image in its ranking
+  `top_index` [Q, k] (gallery indices, best first), -1 when it is not there."""
+  hits = np.asarray(top_index) == np.asarray(owner)[:, None]  # [Q, k]
+  return np.where(hits.any(axis=1), hits.argmax(axis=1), -1).astype(np.int64)
 
-  def __init__(self, source: str, metrics: dict[str, float]):
+
+class RetrievalResult(evaluator_lib.EvalResult):
+  """Recall@K of one eval source (percent), with skip counts, and each image-
+  retrieval query's image id and first-hit rank (`per_query`)."""
+
+  def __init__(self, source: str, metrics: dict[str, float],
+               per_query: dict[str, list] | None = None):
     self.source, self.metrics = source, metrics
+    self.per_query = per_query or {}
 
   def write(self, directory: str) -> dict[str, str]:
     path = epath.Path(directory) / "retrieval.json"
     tmp = epath.Path(directory) / "retrieval.json.tmp"
-    tmp.write_text(json.dumps({"source": self.source, "metrics": self.metrics},
+    tmp.write_text(json.dumps({"source": self.source, "metrics": self.metrics,
+                               "per_query": {"image_retrieval": self.per_query}},
                               indent=2, sort_keys=True))
     tmp.rename(path)
     return {"retrieval": str(path)}
@@ -182,9 +198,15 @@ class RetrievalEvaluator:
     texts = encode_texts(self.model, params, self.query_tokens, self.mesh,
                          self.text_batch_size)  # [M, P]
     metrics = retrieval.retrieval_metrics(images, texts, self.owner, mesh=self.mesh)
+    # The caption -> image ranking once more, kept per query: the same call
+    # as inside retrieval_metrics (same ties), a small cost next to encoding.
+    _, top = retrieval.top_k_chunked(texts, images, min(max(retrieval.DEFAULT_KS), len(examples)),
+                                     mesh=self.mesh)
+    per_query = {"image_id": [examples[i].image_id for i in self.owner],
+                 "rank": first_hit_ranks(top, self.owner).tolist()}
     metrics["num_images"] = float(len(examples))
     for reason, count in self.eval_iterator.skip_counts().items():
       metrics[f"skipped/{reason}"] = float(count)
     logging.info("%s: %s", self.source,
                  ", ".join(f"{k} {v:.2f}" for k, v in sorted(metrics.items())))
-    return RetrievalResult(self.source, metrics)
+    return RetrievalResult(self.source, metrics, per_query)

@@ -104,7 +104,12 @@ def test_train_and_evaluate_on_imported_data(imported, tmp_path):
   command = [sys.executable, "-m", "cc12m_jax.main",
              "--config=configs/synthetic_pretrain.py", f"--workdir={workdir}"]
   command += [f"--config.{k}={v}" for k, v in overrides.items()]
-  done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600)
+  # One CPU device: the smallest compile (the test suite's 8 simulated ones are
+  # for sharding tests).
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=1",
+             JAX_PLATFORMS="cpu")
+  done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=600,
+                        env=env)
   assert done.returncode == 0, done.stderr[-3000:]
   reports = [os.path.join(d, f) for d, _, files in os.walk(workdir) for f in files
              if f == "report.json"]

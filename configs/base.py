@@ -10,6 +10,7 @@ Sections:
   model     network shape (cc12m_jax.models).
   optim     optimizer and learning-rate schedule (cc12m_jax.train.optim).
   train     loop length, logging, checkpointing (cc12m_jax.train.trainer).
+  objectives masking rates and clusters of mlm / mass / moc (cc12m_jax.objectives).
   mesh      device mesh and logical-axis rules (cc12m_jax.sharding).
   decode    beam search / sampling (cc12m_jax.decoding).
   eval      evaluation sets and best-checkpoint selection (cc12m_jax.evaluation).
@@ -107,7 +108,10 @@ def optim_config() -> ml_collections.ConfigDict:
 
 def train_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
-  c.objective = "ic"        # "ic" (captioner) or "vlm" (dual encoder)
+  # "ic" (captioner), "vlm" (dual encoder), "mlm", "mass", "moc", or a
+  # weighted sum such as "ic+0.1*moc" (cc12m_jax/objectives/registry.py,
+  # docs/objectives.md); config.objectives holds the masked ones' settings.
+  c.objective = "ic"
   c.num_train_steps = 2_000_000
   c.log_every_steps = 100
   c.checkpoint_every_steps = 5_000
@@ -115,6 +119,10 @@ def train_config() -> ml_collections.ConfigDict:
   c.eval_every_steps = 0    # 0: no periodic evaluation
   c.init_from = ""          # pre-trained checkpoint dir (fine-tuning)
   c.init_step = -1          # -1: latest step in init_from
+  # True: parameters the checkpoint lacks (e.g. the decoder, fine-tuning an
+  # mlm encoder for captioning) start fresh, and are logged; False: every
+  # parameter must be in init_from. Shapes must match either way.
+  c.init_partial = False
   c.seed = 0
   c.distributed = False     # call jax.distributed.initialize()
   c.async_checkpointing = True
@@ -122,6 +130,24 @@ def train_config() -> ml_collections.ConfigDict:
   # than JAX's threefry, deterministic for a fixed mesh, but the masks depend
   # on the sharding layout) or "threefry" (identical masks on every mesh).
   c.dropout_rng = "rbg"
+  return c
+
+
+def objectives_config() -> ml_collections.ConfigDict:
+  """The masked objectives of Appendix D.2 (mlm, mass, moc); docs/objectives.md."""
+  c = ml_collections.ConfigDict()
+  # mlm: share r of the caption's words masked; mass: one span of r of them.
+  c.text_mask_rate = 0.2
+  # Of the masked words, BERT's 80% become [MASK], 10% a random word piece,
+  # the rest stay as they are (mlm and mass alike).
+  c.mask_token_prob = 0.8
+  c.random_token_prob = 0.1
+  # moc: share of each image's real regions whose features are zeroed and
+  # whose cluster is predicted (UNITER's 15%).
+  c.region_mask_rate = 0.15
+  # moc: the k-means centroids f32 [C, D] (cc12m_jax/data/clusters.py);
+  # '' = <data_dir>/<first train source>/centroids.npy.
+  c.centroids = ""
   return c
 
 
@@ -188,6 +214,13 @@ def synthetic_config() -> ml_collections.ConfigDict:
   c.region_noise = 0.5       # std of region-feature noise around prototypes
   c.cc12m_duplicate_fraction = 0.05   # CC12M records re-using CC3M images
   c.cc12m_misaligned_fraction = 0.25  # loosely / not aligned alt-texts
+  # Calibration against the paper's Table 9 (docs/synthetic_world.md):
+  # Zipf exponent of the concepts' web frequencies; the probability that a
+  # CC3M candidate showing a novel concept survives CC3M's filters; the
+  # probability that a COCO image also shows a novel concept.
+  c.zipf_exponent = 1.0
+  c.cc3m_novel_keep = 1.0
+  c.coco_novel_fraction = 0.0
   return c
 
 
@@ -198,6 +231,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.model = model_config()
   config.optim = optim_config()
   config.train = train_config()
+  config.objectives = objectives_config()
   config.mesh = mesh_config()
   config.decode = decode_config()
   config.eval = eval_config()

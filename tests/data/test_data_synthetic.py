@@ -177,3 +177,34 @@ def test_bad_sizes_fail_before_writing(tmp_path):
   with pytest.raises(ValueError, match="flickr_train"):
     generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
   assert not os.path.exists(tmp_path / "w")
+
+
+def _scenes(source: str, n: int, **knobs):
+  cfg = tiny_config().synthetic
+  for key, value in knobs.items():
+    cfg[key] = value
+  world = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed,
+                          zipf_exponent=cfg.zipf_exponent)
+  spec = {s.name: s for s in generate_lib._source_specs(cfg, world)}[source]
+  return world, [spec.make(world, i, generate_lib.image_rng(cfg.seed, source, i))[0]
+                 for i in range(n)]
+
+
+def _novel_share(world, scenes):
+  return np.mean([any(world.concepts[i.concept].domain != concepts_lib.IN_DOMAIN
+                      for i in s.instances) for s in scenes])
+
+
+def test_table9_calibration_knobs():
+  """cc3m_novel_keep thins novel concepts out of CC3M; coco_novel_fraction adds them to COCO."""
+  world, cc3m = _scenes("cc3m", 400)
+  _, cc3m_filtered = _scenes("cc3m", 400, cc3m_novel_keep=0.0)
+  assert _novel_share(world, cc3m) > 0.2 and _novel_share(world, cc3m_filtered) == 0.0
+  _, coco = _scenes("coco_train", 400)
+  _, coco_novel = _scenes("coco_train", 400, coco_novel_fraction=0.5)
+  assert _novel_share(world, coco) == 0.0
+  assert 0.2 < _novel_share(world, coco_novel) < 0.5  # 0.5 x P(fewer than 3 concepts)
+  # A flatter Zipf puts more of the web's mass on the tail.
+  steep = world_lib.World(40, FEATURE_DIM, 0, zipf_exponent=1.0).frequencies[-20:].sum()
+  flat = world_lib.World(40, FEATURE_DIM, 0, zipf_exponent=0.5).frequencies[-20:].sum()
+  assert flat > steep

@@ -63,6 +63,11 @@ def flickr_split_sizes(num_flickr: int) -> dict[str, int]:
           "flickr_test": val}
 
 
+def _shows_novel(world: world_lib.World, scene: world_lib.Scene) -> bool:
+  return any(world.concepts[i.concept].domain != concepts_lib.IN_DOMAIN
+             for i in scene.instances)
+
+
 def _source_specs(cfg: ml_collections.ConfigDict,
                   world: world_lib.World) -> list[SourceSpec]:
   in_pool = world.by_domain[concepts_lib.IN_DOMAIN]
@@ -72,7 +77,13 @@ def _source_specs(cfg: ml_collections.ConfigDict,
             if cfg.cc12m_duplicate_fraction > 0 else 0)
 
   def cc3m(w, i, rng):
+    # CC3M's filters (text quality, rare words, image-text overlap) reject
+    # alt-texts of tail concepts more often than of common ones: a candidate
+    # showing a novel concept passes with probability cc3m_novel_keep.
     scene = w.sample_scene(rng)
+    while (cfg.cc3m_novel_keep < 1.0 and _shows_novel(w, scene)
+           and rng.random() >= cfg.cc3m_novel_keep):
+      scene = w.sample_scene(rng)
     return (scene, [captions_lib.cc3m_style(w, scene, rng)], "",
             f"cc3m_{i:07d}", rng)
 
@@ -93,6 +104,14 @@ def _source_specs(cfg: ml_collections.ConfigDict,
   def coco(split):
     def make(w, i, rng):
       scene = w.sample_scene(rng, pool=in_pool)
+      # COCO photos sometimes show (and their captions name) a thing outside
+      # COCO's 80 classes: a novel concept, drawn by its web frequency.
+      if (cfg.coco_novel_fraction > 0 and len(scene.instances) < 3
+          and rng.random() < cfg.coco_novel_fraction):
+        novel = np.concatenate([near_pool, out_pool])
+        p = w.frequencies[novel] / w.frequencies[novel].sum()
+        scene.instances.append(world_lib.Instance(
+            int(rng.choice(novel, p=p)), int(rng.integers(len(world_lib.COLORS)))))
       caps = [captions_lib.coco_style(w, scene, rng) for _ in range(5)]
       return scene, caps, "", f"coco_{split}_{i:07d}", rng
     return make
@@ -221,7 +240,7 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
   records_lib.check_feature_dtype(syn.feature_dtype,
                                   "config.synthetic.feature_dtype")
   world = world_lib.World(syn.num_concepts, syn.feature_dim, syn.seed,
-                          region_noise=syn.region_noise)
+                          region_noise=syn.region_noise, zipf_exponent=syn.zipf_exponent)
   summary = {"sources": {}, "concepts": len(world.concepts)}
   refs: dict[str, list] = {}
   specs = _source_specs(syn, world)

@@ -61,8 +61,9 @@ class World:
 
   def __init__(self, num_concepts: int, feature_dim: int, seed: int, *,
                region_noise: float = 0.5, max_regions: int = records.MAX_REGIONS,
-               max_tags: int = records.MAX_TAGS):
-    self.concepts = concepts_lib.build_inventory(num_concepts, seed)
+               max_tags: int = records.MAX_TAGS, zipf_exponent: float = 1.0):
+    self.concepts = concepts_lib.build_inventory(num_concepts, seed,
+                                                 zipf_exponent=zipf_exponent)
     self.feature_dim = feature_dim
     self.region_noise = region_noise
     self.max_regions = max_regions

@@ -4,7 +4,9 @@ Host h of P takes examples h, h + P, h + 2P, ... of the source in file order;
 every host runs the same number of steps, and padding examples carry
 example_mask False and example_index -1, so metrics can leave them out.
 Records are parsed and validated as in training (data/pipeline.py), and the
-bad ones are skipped and counted (or raise, with config.data.strict).
+bad ones are skipped and counted (or raise, with config.data.strict); so is a
+damaged shard (`corrupt_shard`). `skip_counts()` goes into every evaluation
+report.
 """
 import dataclasses
 import math
@@ -34,9 +36,11 @@ class EvalExample:
 def _eval_records(files: Sequence[str], d: int,
                   validator: records_lib.RecordValidator,
                   chunk: int, dtype: str) -> tf.data.Dataset:
-  """Good records of an eval source, in file order, one element each."""
+  """Good records of an eval source, in file order, one element each (a
+  damaged shard up to its damage, counted or raised on by `validator`)."""
   @tf.autograph.experimental.do_not_convert
   def parse(serialized):
+    serialized = validator.drop_shard_markers(serialized)
     parsed = records_lib.parse_batch(serialized, d, feature_dtype=dtype)
     keep = validator.keep_mask(parsed)
     captions = parsed.pop("captions")
@@ -47,7 +51,7 @@ def _eval_records(files: Sequence[str], d: int,
     parsed["all_captions"] = tf.strings.reduce_join(
         captions, axis=1, separator="\n")
     return {k: tf.boolean_mask(v, keep) for k, v in parsed.items()}
-  ds = tf.data.TFRecordDataset(sorted(files)).batch(chunk)
+  ds = records_lib.read_shards(sorted(files)).batch(chunk)
   return ds.map(parse).unbatch()
 
 
@@ -93,8 +97,13 @@ class EvalIterator:
       error = records_lib.bad_record_error(e)
       if error is None:
         raise
-      raise error from e
+      raise error from None  # the in-graph assertion's text is all in `error`
     self._validator.variable.assign(validator.variable)
+    if not examples:
+      skipped = {k: v for k, v in validator.counts().items() if v}
+      directory = metadata_lib.source_dir(self._data_cfg.data_dir, self.source)
+      raise ValueError(f"eval source {self.source!r} ({directory}) has no usable record; "
+                       f"skipped, by reason: {skipped or 'none'}")
     return examples
 
   def _dataset(self) -> tf.data.Dataset:

@@ -55,16 +55,50 @@ def load_metadata(data_dir: str, source: str) -> DatasetMetadata:
     raise FileNotFoundError(
         f"no metadata for source {source!r}: {path} does not exist "
         f"(generate data with `python -m cc12m_jax.data.synthetic.generate`)")
-  with tf.io.gfile.GFile(path) as f:
-    raw = json.load(f)
-  names = {f.name for f in dataclasses.fields(DatasetMetadata)}
-  unknown = sorted(set(raw) - names)
+  with tf.io.gfile.GFile(path, "rb") as f:
+    text = f.read()
+  try:
+    raw = json.loads(text)
+  except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    raise ValueError(f"{path}: not valid JSON: {e}") from None
+  if not isinstance(raw, dict):
+    raise ValueError(f"{path}: must hold a JSON object, not {type(raw).__name__}")
+  fields = {f.name: f for f in dataclasses.fields(DatasetMetadata)}
+  unknown = sorted(set(raw) - set(fields))
   if unknown:
     raise ValueError(f"{path}: unknown metadata keys {unknown}")
+  missing = sorted(name for name, f in fields.items() if name not in raw
+                   and f.default is dataclasses.MISSING)
+  if missing:
+    raise ValueError(f"{path}: missing metadata keys {missing}")
+  for name, value in raw.items():
+    kind = fields[name].type
+    _check_type(path, name, value, kind if isinstance(kind, str) else kind.__name__)
   metadata = DatasetMetadata(**raw)
   records_lib.check_feature_dtype(metadata.feature_dtype,
                                   f"{path}: feature_dtype")
   return metadata
+
+
+# The smallest value of each integer field.
+_MINIMUM = {"feature_dim": 1, "num_records": 0, "num_captions": 0, "num_shards": 0,
+            "max_regions": 1, "max_tags": 1, "format_version": 1}
+
+
+def _check_type(path: str, name: str, value: object, kind: str) -> None:
+  """`value` of metadata key `name` has the field's type and range; else a
+  ValueError naming the file and key (a string "16" would otherwise reach
+  the parser as a repeated string, not as a number)."""
+  if kind == "int":
+    # bool is an int to Python, never to a metadata file.
+    if not isinstance(value, int) or isinstance(value, bool):
+      raise ValueError(f"{path}: {name} must be an integer, got {value!r} "
+                       f"({type(value).__name__})")
+    if value < _MINIMUM[name]:
+      raise ValueError(f"{path}: {name} must be >= {_MINIMUM[name]}, got {value}")
+  elif kind == "str" and not isinstance(value, str):
+    raise ValueError(f"{path}: {name} must be a string, got {value!r} "
+                     f"({type(value).__name__})")
 
 
 def shard_files(data_dir: str, source: str) -> list[str]:

@@ -9,6 +9,8 @@ Train, per source (each host reads its own files):
   -> one map over the chunk: parse + validate + drop excluded / sub-sampled
      ids + one example per caption + WordPiece tokenization of captions and
      tags (all vectorized, in-graph)
+  -> a sequential check that the source still gives usable examples
+     (_Watchdog: an all-bad source fails with its skip counts, never hangs)
 then mix sources (`sample_from_datasets`, seeded, in blocks of MIX_BLOCK
 examples) -> `rebatch` to the per-host batch -> prefetch. `TrainIterator`
 turns each host batch into global jax.Arrays with
@@ -138,12 +140,24 @@ def keep_fraction(image_ids: tf.Tensor, fraction: float) -> tf.Tensor:
 
 
 def read_image_ids(files: Sequence[str]) -> list[bytes]:
-  """Image ids of records (parses only that field)."""
+  """Image ids of records (parses only that field).
+
+  A damaged shard is a CorruptShardError naming the file whatever
+  config.data.strict says: these ids exclude images from other sources, and
+  dropping some would let those images back in.
+  """
   spec = {"image_id": tf.io.FixedLenFeature([], tf.string, default_value="")}
-  ds = tf.data.TFRecordDataset(list(files)).batch(4096).map(
+  validator = records_lib.RecordValidator(strict=True)
+  ds = records_lib.read_shards(files).batch(4096).map(
       tf.autograph.experimental.do_not_convert(
-          lambda s: tf.io.parse_example(s, spec)["image_id"]))
-  return [i for batch in ds.as_numpy_iterator() for i in batch.tolist()]
+          lambda s: tf.io.parse_example(validator.drop_shard_markers(s), spec)["image_id"]))
+  try:
+    return [i for batch in ds.as_numpy_iterator() for i in batch.tolist()]
+  except tf.errors.InvalidArgumentError as e:
+    error = records_lib.bad_record_error(e)
+    if error is None:
+      raise
+    raise error from None
 
 
 def _id_table(ids: Sequence[bytes]) -> Optional[tf.lookup.StaticHashTable]:
@@ -184,20 +198,24 @@ def _host_records(files: Sequence[str], pi: int, pc: int, *, shuffle: bool,
   Files are split between hosts when there are enough of them; otherwise
   every host reads all files and keeps every pc-th record. Interleaving is
   deterministic (round-robin, one record per file) whether or not the reads
-  run on parallel threads, so the record order does not depend on it.
+  run on parallel threads, so the record order does not depend on it. A
+  damaged file ends at the damage with a marker (records.read_shard) that
+  the chunk map counts or raises on.
   """
   files = sorted(files)
   if len(files) >= pc:
-    ds = tf.data.Dataset.from_tensor_slices(files[pi::pc])
+    mine = files[pi::pc]
+    ds = tf.data.Dataset.from_tensor_slices(
+        (tf.constant(mine), tf.constant(records_lib.shard_sizes(mine), tf.int64)))
     if shuffle:
       ds = ds.shuffle(len(files), seed=seed, reshuffle_each_iteration=True)
     parallel = parallel_reads(files, read_parallelism)
     return ds.interleave(
-        tf.data.TFRecordDataset,
-        cycle_length=max(1, min(num_parallel_reads, len(files[pi::pc]))),
+        records_lib.read_shard,
+        cycle_length=max(1, min(num_parallel_reads, len(mine))),
         block_length=1, num_parallel_calls=AUTOTUNE if parallel else None,
         deterministic=True if parallel else None)
-  return tf.data.TFRecordDataset(files).shard(pc, pi)
+  return records_lib.read_shards(files).shard(pc, pi)
 
 
 def _expand_captions(parsed: dict, keep: tf.Tensor, seed: int) -> dict:
@@ -276,7 +294,11 @@ class _SourceParser:
     self.source_index = source_index
 
   @tf.autograph.experimental.do_not_convert  # plain TF ops: fast tracing
-  def __call__(self, serialized: tf.Tensor) -> dict:
+  def __call__(self, serialized: tf.Tensor) -> tuple[dict, dict]:
+    """(examples, what happened to the chunk's records: see _Watchdog)."""
+    num_in = tf.size(serialized, out_type=tf.int64)
+    serialized = self.validator.drop_shard_markers(serialized)
+    damaged = num_in - tf.size(serialized, out_type=tf.int64)
     parsed = records_lib.parse_batch(serialized, self.d,
                                      feature_dtype=self.feature_dtype)
     good = self.validator.keep_mask(parsed)                           # [B]
@@ -294,7 +316,89 @@ class _SourceParser:
     out = self.tokenize(_expand_captions(parsed, keep, self.seed))
     del out["caption"]
     out["source_index"] = tf.fill(tf.shape(out["domain"]), self.source_index)
-    return out
+    num_reasons = len(records_lib.REASONS)
+    bad = tf.math.bincount(parsed["reason"], minlength=num_reasons,
+                           maxlength=num_reasons, dtype=tf.int64)[1:]
+    why = tf.concat([bad, [damaged], counts], 0)        # _Watchdog.WHY order
+    stats = {"records": tf.size(ids, out_type=tf.int64), "damaged": damaged,
+             "kept": tf.reduce_sum(tf.cast(keep, tf.int64)), "why": why}
+    return out, stats
+
+
+class NoUsableRecordsError(ValueError):
+  """A training source gave no usable example for longer than its data can explain."""
+
+
+class _Watchdog:
+  """Fails a source that has stopped giving usable examples (instead of a
+  pipeline that reads forever, e.g. when metadata.json's feature_dim or
+  feature_dtype does not match the records and every record is skipped).
+
+  Counts, in a sequential map over the chunks in order, the records (and
+  damaged shard reads) since the last chunk that kept an example, by why
+  they were not kept. Each pass over a host's files holds every usable
+  record at least once, so a run without one can span at most the end of
+  one pass and the start of the next: more than two passes (2 x num_records
+  of metadata.json bounds what a host reads, plus a chunk of slack, or
+  2 x the files for damaged shard reads) with nothing kept means nothing
+  will ever be. The error carries the counts; TrainIterator turns it into
+  NoUsableRecordsError naming the source.
+  """
+  WHY = records_lib.BAD_REASONS + FILTER_REASONS
+  PREFIX = "no usable records: "
+
+  def __init__(self, source: str, since_kept: tf.Variable, row: int,
+               record_limit: int, damage_limit: int):
+    self.source, self.since_kept, self.row = source, since_kept, row
+    self.record_limit, self.damage_limit = record_limit, damage_limit
+
+  @tf.autograph.experimental.do_not_convert
+  def __call__(self, examples: dict, stats: dict) -> dict:
+    chunk = tf.concat([[stats["records"], stats["damaged"]], stats["why"]], 0)
+    previous = self.since_kept[self.row]
+    since = tf.where(stats["kept"] > 0, tf.zeros_like(chunk), previous + chunk)
+    with tf.control_dependencies([self.since_kept[self.row].assign(since)]):
+      ok = (since[0] <= self.record_limit) & (since[1] <= self.damage_limit)
+    counts = [tf.strings.join([name, "=", tf.strings.as_string(since[2 + i])])
+              for i, name in enumerate(self.WHY)]
+    message = tf.strings.join(
+        [self.PREFIX, "source=", self.source, " records=", tf.strings.as_string(since[0]),
+         " damaged_reads=", tf.strings.as_string(since[1]), " | ",
+         tf.strings.reduce_join(tf.stack(counts), separator=" ")])
+    with tf.control_dependencies([tf.debugging.Assert(ok, [message])]):
+      return {k: tf.identity(v) for k, v in examples.items()}
+
+
+def no_usable_records_error(error: tf.errors.OpError,
+                            metadata: dict[str, metadata_lib.DatasetMetadata],
+                            data_dir: str) -> Optional[NoUsableRecordsError]:
+  """The NoUsableRecordsError inside a tf.data error raised by a _Watchdog, if any."""
+  text = str(error.message)
+  start = text.find(_Watchdog.PREFIX)
+  if start < 0:
+    return None
+  line = text[start + len(_Watchdog.PREFIX):].splitlines()[0].strip().rstrip("]\"' ")
+  head, _, tail = line.partition(" | ")
+  fields = dict(item.split("=", 1) for item in head.split(" ") if "=" in item)
+  source = fields.get("source", "?")
+  why = {name: int(count) for name, count in
+         (item.split("=", 1) for item in tail.split(" ") if "=" in item) if int(count)}
+  meta = metadata.get(source)
+  described = (f"{metadata_lib.source_dir(data_dir, source)}/{metadata_lib.METADATA_FILE} "
+               f"says num_records {meta.num_records}, feature_dim {meta.feature_dim}, "
+               f"feature_dtype {meta.feature_dtype}" if meta else "")
+  reasons = ", ".join(f"{name} {count}" for name, count in why.items()) or "none counted"
+  hint = ""
+  if set(why) <= set(FILTER_REASONS):
+    hint = (" Every record was good but left out on purpose: check "
+            "config.data.exclude_ids_of and config.data.train_fractions.")
+  elif "wrong_shape" in why:
+    hint = " Records of the wrong shape: does metadata.json's feature_dim / feature_dtype match them?"
+  return NoUsableRecordsError(
+      f"Training source {source!r} gave no usable example in the last {fields.get('records')} "
+      f"records (and {fields.get('damaged_reads')} damaged shard reads) read on this host, "
+      f"more than two passes over its data ({described}). Not kept, by reason: "
+      f"{reasons}.{hint}")
 
 
 def _options() -> tf.data.Options:
@@ -317,9 +421,14 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
                         process_index: int, process_count: int,
                         validator: records_lib.RecordValidator,
                         filter_counts: tf.Variable,
+                        since_kept: tf.Variable,
                         tokenizer: tokenizer_lib.SubwordTokenizer
                         ) -> tf.data.Dataset:
-  """The infinite per-host batch stream (host tensors, strings included)."""
+  """The infinite per-host batch stream (host tensors, strings included).
+
+  `since_kept` (int64 [sources, 2 + len(_Watchdog.WHY)]) holds each source's
+  counts since its last kept example (see _Watchdog).
+  """
   sources = train_sources(data_cfg)
   metadata = source_metadata(data_cfg, [s.name for s in sources])
   d = shared_feature_dim(metadata)
@@ -348,9 +457,16 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
     # off the critical path; order unchanged.
     ds = ds.repeat().batch(data_cfg.parse_batch_size, num_parallel_calls=AUTOTUNE,
                            deterministic=True)
-    # Device-ready examples in chunks of varying size (filtering, captions).
+    # Device-ready examples in chunks of varying size (filtering, captions),
+    # then, in order and on one thread, the check that the source still
+    # gives usable examples.
+    num_files = len(metadata_lib.shard_files(data_cfg.data_dir, src.name))
+    watchdog = _Watchdog(src.name, since_kept, i,
+                         record_limit=2 * metadata[src.name].num_records
+                         + 4 * data_cfg.parse_batch_size,
+                         damage_limit=2 * num_files)
     streams.append(ds.map(parser, num_parallel_calls=AUTOTUNE,
-                          deterministic=True))
+                          deterministic=True).map(watchdog))
   if len(streams) == 1:
     ds = streams[0]
   else:
@@ -406,10 +522,17 @@ class TrainIterator:
     self.tokenizer, self._validator = host_setup(data_cfg)
     self._filter_counts = tf.Variable(
         tf.zeros([len(FILTER_REASONS)], tf.int64), trainable=False)
+    # Not checkpointed: after a restart a source gets its full allowance again.
+    self._since_kept = tf.Variable(
+        tf.zeros([len(train_sources(data_cfg)), 2 + len(_Watchdog.WHY)], tf.int64),
+        trainable=False)
+    self._data_dir = data_cfg.data_dir
+    self._metadata = source_metadata(data_cfg, [s.name for s in train_sources(data_cfg)])
     self.dataset = build_train_dataset(
         data_cfg, process_index=self.process_index,
         process_count=self.process_count, validator=self._validator,
-        filter_counts=self._filter_counts, tokenizer=self.tokenizer)
+        filter_counts=self._filter_counts, since_kept=self._since_kept,
+        tokenizer=self.tokenizer)
     self._iterator = iter(self.dataset)
     self._checkpoint = tf.train.Checkpoint(
         iterator=self._iterator, skip_counts=self._validator.variable,
@@ -424,10 +547,11 @@ class TrainIterator:
     try:
       return to_numpy(next(self._iterator))
     except tf.errors.InvalidArgumentError as e:
-      error = records_lib.bad_record_error(e)
+      error = (records_lib.bad_record_error(e)
+               or no_usable_records_error(e, self._metadata, self._data_dir))
       if error is None:
         raise
-      raise error from e
+      raise error from None  # the in-graph assertion's text is all in `error`
 
   def __next__(self) -> dict:
     if self.batch_sharding is None:
@@ -454,7 +578,8 @@ class TrainIterator:
     self._checkpoint.read(prefix).assert_consumed()
 
   def skip_counts(self) -> dict[str, int]:
-    """Bad records skipped so far (lenient mode), by reason."""
+    """Bad records skipped so far (lenient mode), by reason; `corrupt_shard`
+    counts each read of a shard that stopped at damage."""
     return self._validator.counts()
 
   def filter_counts(self) -> dict[str, int]:

@@ -13,7 +13,14 @@ record gets a reason code (0 = good) computed in-graph. `RecordValidator`
 turns those codes into a keep-mask: strict mode raises naming the record and
 reason; lenient mode counts skipped records per reason in tf.Variables (the
 counts survive into Python through `RecordValidator.counts()`).
+
+Shards are read with `read_shard` / `read_shards`: a file whose reading stops
+at damage (a bad CRC, a truncated record: TensorFlow's DataLossError, which
+names no file) ends there, and a marker naming the file takes the place of
+the rest; `RecordValidator.drop_shard_markers` counts it as `corrupt_shard`
+(lenient) or raises CorruptShardError naming the file (strict).
 """
+import concurrent.futures
 import dataclasses
 import os
 from typing import Iterable, Iterator, Optional, Sequence
@@ -36,14 +43,30 @@ DOMAIN_IDS = {"": 0, "in-domain": 1, "near-domain": 2, "out-domain": 3}
 
 # Reason codes of a record; 0 is a good record. Order = checking priority
 # (a record missing a field is reported as missing, not as wrongly shaped).
+# bad_utf8: an image id, caption or tag that is not valid UTF-8 (it would
+# train as garbage tokens and crash evaluation when decoded); appended last
+# so earlier codes keep their numbers.
 REASONS = ("ok", "missing_field", "wrong_shape", "non_finite",
-           "box_out_of_range", "empty_caption", "bad_domain")
+           "box_out_of_range", "empty_caption", "bad_domain", "bad_utf8")
 REASON_IDS = {name: i for i, name in enumerate(REASONS)}
-BAD_REASONS = REASONS[1:]
+# Not a record's reason: a shard whose reading stopped at damage, counted once
+# each time that happens (the records lost after the damage are unknown).
+CORRUPT_SHARD = "corrupt_shard"
+# Everything a RecordValidator counts, in the order of its counter variable.
+_COUNTED = REASONS + (CORRUPT_SHARD,)
+BAD_REASONS = _COUNTED[1:]
+# A caption of nothing but white space, separators, control and format
+# characters (U+3000, U+00A0, U+200B, ...) is empty. tf.strings.strip only
+# strips ASCII, and RE2's \s is ASCII only, hence the Unicode classes.
+_BLANK = r"[\s\p{Z}\p{Cc}\p{Cf}]*"
 
 
 class BadRecordError(ValueError):
   """A record failed validation in strict mode."""
+
+
+class CorruptShardError(BadRecordError):
+  """A shard could not be read to its end (strict mode); names the file."""
 
 
 @dataclasses.dataclass
@@ -159,6 +182,59 @@ def write_records(path_prefix: str, records: Iterable[FeatureRecord],
   return paths
 
 
+# ---------------------------------------------------------------- reading ---
+
+# The marker that ends the stream of a damaged shard: not a tf.train.Example,
+# so it must be taken out (RecordValidator.drop_shard_markers) before parsing.
+_SHARD_MARKER = "\x00cc12m_jax corrupt shard\x00"
+# Records per block of the byte accounting in read_shard (a scan per block
+# instead of per record).
+_ACCOUNTING_BLOCK = 128
+
+
+def shard_sizes(paths: Sequence[str]) -> list[int]:
+  """Byte sizes of `paths` (stat calls in parallel: remote storage is slow per file)."""
+  paths = list(paths)
+  if len(paths) <= 1 or not any("://" in p for p in paths):
+    return [tf.io.gfile.stat(p).length for p in paths]
+  with concurrent.futures.ThreadPoolExecutor(16) as pool:
+    return list(pool.map(lambda p: tf.io.gfile.stat(p).length, paths))
+
+
+def read_shard(path: tf.Tensor, size: tf.Tensor) -> tf.data.Dataset:
+  """Serialized records of one TFRecord file of `size` bytes.
+
+  Reading stops at the first damage (TFRecordDataset raises DataLossError
+  and moves past the file, which `ignore_errors` turns into its end); then
+  the bytes read fall short of the file's size and one marker naming the
+  file and the readable length follows the good records. The accounting is
+  per block of records, so a healthy file costs a batch and unbatch.
+  """
+  blocks = tf.data.TFRecordDataset(path).ignore_errors().batch(_ACCOUNTING_BLOCK)
+  end = tf.data.Dataset.from_tensors(tf.zeros([0], tf.string))   # never a real block
+
+  def account(read, block):
+    n = tf.size(block, out_type=tf.int64)
+    # TFRecord framing: length (8 bytes), its CRC (4), data, data CRC (4).
+    after = read + tf.reduce_sum(tf.cast(tf.strings.length(block), tf.int64)) + 16 * n
+    marker = tf.strings.join([_SHARD_MARKER, "file='", path, "' readable up to byte ",
+                              tf.strings.as_string(read), " of ",
+                              tf.strings.as_string(size)])
+    damaged = tf.equal(n, 0) & (read < size)
+    out = tf.cond(damaged, lambda: tf.reshape(marker, [1]), lambda: block)
+    return after, out
+
+  return blocks.concatenate(end).scan(tf.constant(0, tf.int64), account).unbatch()
+
+
+def read_shards(paths: Sequence[str]) -> tf.data.Dataset:
+  """Serialized records of `paths`, file after file (read_shard for each)."""
+  paths = list(paths)
+  files = tf.data.Dataset.from_tensor_slices(
+      (tf.constant(paths, tf.string), tf.constant(shard_sizes(paths), tf.int64)))
+  return files.flat_map(read_shard)
+
+
 # ---------------------------------------------------------------- parsing ---
 
 # Scalars get sentinel defaults so an absent key is told apart from a value.
@@ -194,6 +270,22 @@ def decode_features(raw: tf.Tensor, num_values: int,
   bits = tf.io.decode_raw(raw, tf.uint16, little_endian=True,
                           fixed_length=2 * num_values)             # [B, V]
   return tf.cast(tf.bitcast(bits, tf.float16), tf.float32)        # [B, V]
+
+
+def _invalid_utf8(text: tf.Tensor) -> tf.Tensor:
+  """bool, per string: not valid UTF-8 (transcoding would replace something;
+  a valid U+FFFD is kept as it is, so it does not count)."""
+  clean = tf.strings.unicode_transcode(text, "UTF-8", "UTF-8", errors="replace",
+                                       replacement_char=0xFFFD)
+  return tf.not_equal(clean, text)
+
+
+def _bad_utf8(image_id: tf.Tensor, captions: tf.RaggedTensor,
+              tags: tf.RaggedTensor) -> tf.Tensor:
+  """bool [B]: the record's id, a caption or a tag is not valid UTF-8."""
+  return (_invalid_utf8(image_id)
+          | tf.reduce_any(captions.with_flat_values(_invalid_utf8(captions.flat_values)), axis=1)
+          | tf.reduce_any(tags.with_flat_values(_invalid_utf8(tags.flat_values)), axis=1))
 
 
 def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
@@ -275,12 +367,11 @@ def parse_batch(serialized: tf.Tensor, feature_dim: int, *,
   bad_box = tf.reduce_any(bad_box, axis=[1, 2]) | tf.reduce_any(
       region_mask & ((boxes[..., 2] < boxes[..., 0]) |
                      (boxes[..., 3] < boxes[..., 1])), axis=1)
-  stripped = tf.strings.strip(captions.flat_values)
-  empty_caption = tf.reduce_any(
-      captions.with_flat_values(stripped == ""), axis=1)
+  blank = tf.strings.regex_full_match(captions.flat_values, _BLANK)
+  empty_caption = tf.reduce_any(captions.with_flat_values(blank), axis=1)
   bad_domain = domain < 0
   checks = [missing, wrong_shape, non_finite, bad_box, empty_caption,
-            bad_domain]
+            bad_domain, _bad_utf8(ex["image_id"], captions, tags_ragged)]
   reason = tf.zeros([batch], tf.int32)
   for code in range(len(checks), 0, -1):  # lowest code wins
     reason = tf.where(checks[code - 1], code, reason)
@@ -315,7 +406,7 @@ class RecordValidator:
 
   def __init__(self, strict: bool):
     self.strict = strict
-    self._counts = tf.Variable(tf.zeros([len(REASONS)], tf.int64),
+    self._counts = tf.Variable(tf.zeros([len(_COUNTED)], tf.int64),
                                trainable=False, name="skip_counts")
 
   @property
@@ -328,36 +419,71 @@ class RecordValidator:
     good = reason == 0
     if self.strict:
       bad = tf.where(~good)[:, 0]
-      first = tf.minimum(tf.reduce_min(tf.concat(
-          [tf.cast(bad, tf.int32), [tf.size(reason)]], 0)),
-                         tf.size(reason) - 1)
+      # The first bad row, or the padding row past the end when there is
+      # none (a chunk may be empty once damage markers are taken out).
+      first = tf.reduce_min(tf.concat([tf.cast(bad, tf.int32), [tf.size(reason)]], 0))
+      padded = lambda x, pad: tf.concat([x, [pad]], 0)[first]
       message = tf.strings.join([
-          "bad record: image_id='", parsed["image_id"][first],
-          "' source='", parsed["source"][first], "' reason=",
-          tf.gather(tf.constant(REASONS), reason[first])])
+          "bad record: image_id='", padded(parsed["image_id"], ""),
+          "' source='", padded(parsed["source"], ""), "' reason=",
+          tf.gather(tf.constant(_COUNTED), padded(reason, 0))])
       with tf.control_dependencies(
           [tf.debugging.Assert(tf.reduce_all(good), [message])]):
         return tf.identity(good)
-    per_reason = tf.math.bincount(reason, minlength=len(REASONS),
-                                  maxlength=len(REASONS), dtype=tf.int64)
+    per_reason = tf.math.bincount(reason, minlength=len(_COUNTED),
+                                  maxlength=len(_COUNTED), dtype=tf.int64)
     with tf.control_dependencies([self._counts.assign_add(per_reason)]):
       return tf.identity(good)
 
+  def drop_shard_markers(self, serialized: tf.Tensor) -> tf.Tensor:
+    """`serialized` [B] without read_shard's damage markers. Call inside
+    tf.data functions, before parse_batch.
+
+    strict=True: a marker raises (CorruptShardError, naming the file, once
+    re-raised by the iterators); strict=False: each marker counts one
+    corrupt_shard.
+    """
+    marker = tf.equal(tf.strings.substr(serialized, 0, len(_SHARD_MARKER)), _SHARD_MARKER)
+    if self.strict:
+      text = tf.strings.regex_replace(
+          tf.concat([tf.boolean_mask(serialized, marker), [_SHARD_MARKER]], 0)[0],
+          "^" + _SHARD_MARKER, "")
+      check = tf.debugging.Assert(~tf.reduce_any(marker),
+                                  [tf.strings.join(["corrupt shard: ", text])])
+    else:
+      found = tf.reduce_sum(tf.cast(marker, tf.int64))
+      check = self._counts.assign_add(
+          found * tf.one_hot(len(_COUNTED) - 1, len(_COUNTED), dtype=tf.int64))
+    with tf.control_dependencies([check]):
+      return tf.boolean_mask(serialized, ~marker)
+
   def counts(self) -> dict[str, int]:
-    """Skipped records so far, by reason (zeros included)."""
+    """Skipped records (and damaged shard reads) so far, by reason (zeros included)."""
     values = self._counts.numpy()
-    return {name: int(values[REASON_IDS[name]]) for name in BAD_REASONS}
+    return {name: int(values[i]) for i, name in enumerate(_COUNTED) if i}
+
+
+def _assertion_line(error: tf.errors.OpError, prefix: str) -> Optional[str]:
+  """The line of an in-graph assertion's message that starts with `prefix`."""
+  # The assertion prints its data with escaped quotes.
+  text = str(error.message).replace("\\'", "'")
+  start = text.find(prefix)
+  if start < 0:
+    return None
+  return text[start:].splitlines()[0].strip().rstrip("]\"' ")
 
 
 def bad_record_error(error: tf.errors.OpError) -> Optional[BadRecordError]:
-  """The BadRecordError inside a tf.data error raised by keep_mask, if any."""
-  # The assertion prints its data with escaped quotes.
-  text = str(error.message).replace("\\'", "'")
-  start = text.find("bad record: ")
-  if start < 0:
-    return None
-  line = text[start:].splitlines()[0].strip().rstrip("]\"' ")
-  return BadRecordError(line)
+  """The BadRecordError (or CorruptShardError) inside a tf.data error raised
+  by keep_mask or drop_shard_markers, if any."""
+  line = _assertion_line(error, "bad record: ")
+  if line is not None:
+    return BadRecordError(line)
+  line = _assertion_line(error, "corrupt shard: ")
+  if line is not None:
+    return CorruptShardError(line + " (a bad CRC or a truncated record; run with "
+                             "config.data.strict=False to skip the rest of the shard and count it)")
+  return None
 
 
 def read_records(paths: Sequence[str], feature_dim: int, *,
@@ -365,17 +491,20 @@ def read_records(paths: Sequence[str], feature_dim: int, *,
                  batch_size: int = 256) -> Iterator[FeatureRecord]:
   """Reads records back as FeatureRecords (tests, tools; not the pipeline).
 
-  Raises BadRecordError on the first bad record.
+  Raises BadRecordError on the first bad record, CorruptShardError (naming
+  the file) at a damaged shard.
   """
-  ds = tf.data.TFRecordDataset(list(paths)).batch(batch_size)
-  for serialized in ds:
+  validator = RecordValidator(strict=True)
+  ds = read_shards(paths).batch(batch_size).map(validator.drop_shard_markers)
+  for serialized in _reraised(ds):
     p = parse_batch(serialized, feature_dim, feature_dtype=feature_dtype)
     p = {k: (v.to_list() if isinstance(v, tf.RaggedTensor) else v.numpy())
          for k, v in p.items()}
     for i in range(len(p["image_id"])):
       if p["reason"][i]:
         raise BadRecordError(
-            f"bad record: image_id={p['image_id'][i].decode()!r} "
+            f"bad record: image_id="
+            f"{p['image_id'][i].decode(errors='backslashreplace')!r} "
             f"reason={REASONS[p['reason'][i]]}")
       n = int(p["region_mask"][i].sum())
       m = int(p["tag_mask"][i].sum())
@@ -390,3 +519,14 @@ def read_records(paths: Sequence[str], feature_dim: int, *,
           captions=[c.decode() for c in p["captions"][i]],
           width=int(p["width"][i]), height=int(p["height"][i]),
           domain={v: k for k, v in DOMAIN_IDS.items()}[int(p["domain"][i])])
+
+
+def _reraised(dataset: tf.data.Dataset) -> Iterator[tf.Tensor]:
+  """Iterates `dataset`, turning validation assertions into BadRecordError."""
+  try:
+    yield from dataset
+  except tf.errors.InvalidArgumentError as e:
+    error = bad_record_error(e)
+    if error is None:
+      raise
+    raise error from None

@@ -1,6 +1,7 @@
 """tf.data pipelines: host sharding, mixtures, sub-sampling, exclusion,
 exactly-once eval, checkpointed position, bad records, device arrays."""
 import collections
+import os
 
 import jax
 import ml_collections
@@ -332,3 +333,113 @@ def test_sources_of_a_mixture_keep_their_own_feature_dtype(tiny_world,
       seen.add(int(b["source_index"][row]))
   assert seen == {0, 1}
   assert it.skip_counts() == {r: 0 for r in records_lib.BAD_REASONS}
+
+
+def _write_source(data_dir, name, recs, num_shards=2, **metadata):
+  records_lib.write_records(metadata_lib.shard_prefix(data_dir, name), recs, num_shards)
+  fields = dict(source=name, feature_dim=FEATURE_DIM, num_records=len(recs),
+                num_captions=sum(len(r.captions) for r in recs), num_shards=num_shards)
+  fields.update(metadata)
+  metadata_lib.write_metadata(data_dir, metadata_lib.DatasetMetadata(**fields))
+  return metadata_lib.shard_files(data_dir, name)
+
+
+@pytest.mark.parametrize("metadata, reason", [
+    ({"feature_dim": FEATURE_DIM + 4}, "wrong_shape"),
+    ({"feature_dtype": "float16"}, "wrong_shape"),
+])
+def test_all_bad_source_fails_with_its_skip_counts(tiny_world, tmp_path, metadata, reason):
+  """metadata.json disagreeing with the records: every record is skipped.
+  This used to read forever (issue 18, finding 2)."""
+  rng = np.random.default_rng(11)
+  _write_source(str(tmp_path), "wrong", [make_record(i, rng) for i in range(12)], **metadata)
+  _, world_dir, _ = tiny_world
+  cfg = data_config(tiny_world, data_dir=str(tmp_path), train_sources="wrong",
+                    vocab_path=f"{world_dir}/vocab.txt")
+  it = pipeline_lib.make_train_iterator(cfg, None)
+  with pytest.raises(pipeline_lib.NoUsableRecordsError) as info:
+    for _ in range(10_000):
+      it.next_host_batch()
+  message = str(info.value)
+  assert "Training source 'wrong' gave no usable example" in message
+  assert f"{reason} " in message and "num_records 12" in message
+  assert "metadata.json" in message and "feature_dim" in message
+  # Two passes (24 records) plus four chunks of slack (64): not much more.
+  read = int(message.split("in the last ")[1].split(" ")[0])
+  assert 24 < read <= 24 + 4 * 16 + 16
+  assert it.skip_counts()[reason] == read  # the same records, counted once
+
+
+def test_all_subsampled_out_source_fails_naming_the_filter(tiny_world):
+  cfg = data_config(tiny_world, train_sources="cc3m", train_weights="1",
+                    train_fractions="0.000001", exclude_ids_of="")
+  it = pipeline_lib.make_train_iterator(cfg, None)
+  with pytest.raises(pipeline_lib.NoUsableRecordsError,
+                     match=r"subsampled_out \d+\..*left out on purpose.*train_fractions"):
+    for _ in range(10_000):
+      it.next_host_batch()
+
+
+def test_mixture_fails_naming_the_bad_source(tiny_world, tmp_path):
+  rng = np.random.default_rng(12)
+  data_dir = str(tmp_path)
+  _write_source(data_dir, "good", [make_record(i, rng) for i in range(12)])
+  _write_source(data_dir, "wrong", [make_record(i, rng) for i in range(12)],
+                feature_dtype="float16")  # the records are float32
+  _, world_dir, _ = tiny_world
+  cfg = data_config(tiny_world, data_dir=data_dir, train_sources="good,wrong",
+                    train_weights="1,1", train_fractions="1,1",
+                    vocab_path=f"{world_dir}/vocab.txt")
+  it = pipeline_lib.make_train_iterator(cfg, None)
+  with pytest.raises(pipeline_lib.NoUsableRecordsError,
+                     match=r"source 'wrong' .*feature_dtype float16.*wrong_shape \d+\."):
+    for _ in range(10_000):
+      it.next_host_batch()
+
+
+def _damage_middle(path):
+  size = os.path.getsize(path)
+  with open(path, "r+b") as f:
+    f.seek(size // 2)
+    f.write(b"\xff" * 8)
+
+
+def test_corrupt_shard_named_in_strict_and_counted_in_lenient(tiny_world, tmp_path):
+  """TensorFlow's DataLossError ('corrupted record at N') names no file (finding 7)."""
+  rng = np.random.default_rng(13)
+  data_dir = str(tmp_path)
+  files = _write_source(data_dir, "damaged", [make_record(i, rng) for i in range(24)],
+                        num_shards=3)
+  _damage_middle(files[1])
+  _, world_dir, _ = tiny_world
+  cfg = data_config(tiny_world, data_dir=data_dir, train_sources="damaged",
+                    vocab_path=f"{world_dir}/vocab.txt", shuffle_buffer=1)
+  it = pipeline_lib.make_train_iterator(cfg, None)
+  seen = {e[1].decode() for e in host_examples(it, 80)}
+  intact = {f"img_{i:04d}" for i in range(24) if i % 3 != 1}
+  assert intact <= seen and len(seen) < 24  # the damaged shard's tail is gone
+  assert it.skip_counts()["corrupt_shard"] >= 1
+  assert sum(it.skip_counts().values()) == it.skip_counts()["corrupt_shard"]
+  ev = eval_pipeline.make_eval_iterator(cfg, "damaged", None)
+  assert intact <= {e.image_id for e in ev.examples} and len(ev.examples) < 24
+  assert ev.skip_counts()["corrupt_shard"] == 1
+
+  cfg.strict = True
+  it = pipeline_lib.make_train_iterator(cfg, None)
+  with pytest.raises(records_lib.CorruptShardError, match=f"file='{files[1]}' readable up to"):
+    host_examples(it, 80)
+  with pytest.raises(records_lib.CorruptShardError, match=f"file='{files[1]}'"):
+    eval_pipeline.make_eval_iterator(cfg, "damaged", None)
+  # Exclusion ids are read strictly in either mode (a lost id lets its image back in).
+  with pytest.raises(records_lib.CorruptShardError, match=f"file='{files[1]}'"):
+    pipeline_lib.read_image_ids(files)
+
+
+def test_eval_source_with_no_usable_record_is_an_error(tiny_world, tmp_path):
+  rng = np.random.default_rng(14)
+  _write_source(str(tmp_path), "wrong", [make_record(i, rng) for i in range(5)],
+                feature_dim=FEATURE_DIM + 1)
+  _, world_dir, _ = tiny_world
+  cfg = data_config(tiny_world, data_dir=str(tmp_path), vocab_path=f"{world_dir}/vocab.txt")
+  with pytest.raises(ValueError, match=r"eval source 'wrong' .* no usable record.*'wrong_shape': 5"):
+    eval_pipeline.make_eval_iterator(cfg, "wrong", None)

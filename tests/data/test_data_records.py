@@ -1,4 +1,7 @@
-"""Feature-record schema: round trip, fixed shapes, every bad-record reason."""
+"""Feature-record schema: round trip, fixed shapes, every bad-record reason,
+damaged shards, metadata.json checks."""
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -72,12 +75,18 @@ def _bad_examples(rng):
       region_boxes=np.array([[0.2, 0.1, 1.3, 0.5]])))
   bad["empty_caption"] = ser(make_record(104, rng, captions=["fine", "  "]))
   bad["bad_domain"] = ser(make_record(105, rng, domain="mid-domain"))
+  ex = ser(make_record(106, rng))
+  ex.features.feature["captions"].bytes_list.value[1] = b"a caf\xe9 dog"  # Latin-1
+  bad["bad_utf8"] = ex
   return bad
 
 
+RECORD_REASONS = records_lib.REASONS[1:]  # a record's own reasons (not corrupt_shard)
+
+
 def test_every_reason_has_a_case():
-  assert sorted(_bad_examples(np.random.default_rng(0))) == sorted(
-      records_lib.BAD_REASONS)
+  assert sorted(_bad_examples(np.random.default_rng(0))) == sorted(RECORD_REASONS)
+  assert records_lib.BAD_REASONS == RECORD_REASONS + ("corrupt_shard",)
 
 
 def _write_mixed(path, bad_example, rng):
@@ -87,7 +96,7 @@ def _write_mixed(path, bad_example, rng):
       w.write(ex.SerializeToString())
 
 
-@pytest.mark.parametrize("reason", records_lib.BAD_REASONS)
+@pytest.mark.parametrize("reason", RECORD_REASONS)
 def test_lenient_skips_and_counts(tmp_path, reason):
   rng = np.random.default_rng(1)
   bad = _bad_examples(rng)[reason]
@@ -106,7 +115,7 @@ def test_lenient_skips_and_counts(tmp_path, reason):
   assert validator.counts() == expected
 
 
-@pytest.mark.parametrize("reason", records_lib.BAD_REASONS)
+@pytest.mark.parametrize("reason", RECORD_REASONS)
 def test_strict_raises_with_id_and_reason(tmp_path, reason):
   rng = np.random.default_rng(2)
   bad = _bad_examples(rng)[reason]
@@ -212,4 +221,95 @@ def test_metadata_feature_dtype(tmp_path):
   with open(path, "w") as f:
     f.write(text.replace('"float16"', '"int8"'))
   with pytest.raises(ValueError, match=r"metadata.json: feature_dtype='int8'"):
+    metadata_lib.load_metadata(data_dir, "s")
+
+
+@pytest.mark.parametrize("blank", ["\u3000", "\u00a0", " \u3000\u00a0\t", "\u200b",
+                                   "\u2028", "\x0b\x0c", "\u1680\u180e", "\x85"])
+def test_unicode_blank_caption_is_empty(blank):
+  # tf.strings.strip only strips ASCII: these used to count as captions.
+  rng = np.random.default_rng(8)
+  serialized = tf.constant([
+      records_lib.record_to_example(make_record(0, rng, captions=["a dog", blank]))
+      .SerializeToString(),
+      records_lib.record_to_example(make_record(1, rng, captions=["a\u3000dog \ufffd"]))
+      .SerializeToString()])
+  reason = records_lib.parse_batch(serialized, D)["reason"].numpy()
+  assert [records_lib.REASONS[i] for i in reason] == ["empty_caption", "ok"]
+
+
+@pytest.mark.parametrize("field", ["image_id", "captions", "tags"])
+def test_invalid_utf8_is_bad_utf8_and_strict_names_the_record(tmp_path, field):
+  rng = np.random.default_rng(9)
+  ex = records_lib.record_to_example(make_record(7, rng, tags=["dog"],
+                                                 tag_scores=np.ones(1, np.float32)))
+  ex.features.feature[field].bytes_list.value[0] = b"img_0007 \xed\xa0\x80"  # a surrogate
+  path = str(tmp_path / "r.tfrecord")
+  with tf.io.TFRecordWriter(path) as w:
+    w.write(ex.SerializeToString())
+  reason = _parse([path])["reason"].numpy()
+  assert [records_lib.REASONS[i] for i in reason] == ["bad_utf8"]
+  with pytest.raises(records_lib.BadRecordError, match="reason=bad_utf8"):
+    list(records_lib.read_records([path], D))
+
+
+def _damage(path: str, how: str) -> None:
+  size = os.path.getsize(path)
+  if how == "truncated":
+    with open(path, "r+b") as f:
+      f.truncate(size - 7)
+  else:  # a flipped block in the middle: a data CRC mismatch
+    with open(path, "r+b") as f:
+      f.seek(size // 2)
+      f.write(b"\xff" * 8)
+
+
+@pytest.mark.parametrize("how", ["truncated", "corrupted"])
+def test_damaged_shard_is_named_in_strict_and_counted_in_lenient(tmp_path, how):
+  rng = np.random.default_rng(10)
+  paths = records_lib.write_records(str(tmp_path / "r"), [make_record(i, rng) for i in range(20)],
+                                    num_shards=2)
+  _damage(paths[1], how)
+  # Strict (the tools' reader): an error naming the file, not TensorFlow's
+  # unnamed "DataLossError: corrupted record at N".
+  with pytest.raises(records_lib.CorruptShardError, match=f"file='{paths[1]}'"):
+    list(records_lib.read_records(paths, D))
+  # Lenient: the good shard and the damaged one up to the damage, one count.
+  validator = records_lib.RecordValidator(strict=False)
+  ds = records_lib.read_shards(paths).batch(8).map(
+      lambda s: records_lib.parse_batch(validator.drop_shard_markers(s), D)["image_id"])
+  ids = [i.decode() for batch in ds for i in batch.numpy()]
+  shard0 = [f"img_{i:04d}" for i in range(0, 20, 2)]
+  assert ids[:10] == shard0 and 10 < len(ids) < 20
+  assert ids[10:] == [f"img_{i:04d}" for i in range(1, 20, 2)][:len(ids) - 10]
+  assert validator.counts()["corrupt_shard"] == 1
+  assert sum(validator.counts().values()) == 1
+
+
+def test_metadata_values_are_typed_and_errors_name_the_file(tmp_path):
+  from cc12m_jax.data import metadata as metadata_lib
+  data_dir = str(tmp_path)
+  path = metadata_lib.write_metadata(data_dir, metadata_lib.DatasetMetadata(
+      source="s", feature_dim=D, num_records=1, num_captions=1, num_shards=1))
+  text = open(path).read()
+  cases = [
+      (f'"feature_dim": {D}', f'"feature_dim": "{D}"', "feature_dim must be an integer, got '8'"),
+      (f'"feature_dim": {D}', '"feature_dim": true', "feature_dim must be an integer"),
+      (f'"feature_dim": {D}', '"feature_dim": 0', "feature_dim must be >= 1"),
+      (f'"feature_dim": {D}', '"feature_dim": 8.5', "feature_dim must be an integer"),
+      ('"source": "s"', '"source": 3', "source must be a string"),
+      (f'"feature_dim": {D},', f'"feature_dim": {D}', "not valid JSON"),
+      (f'"feature_dim": {D},', "", "missing metadata keys ['feature_dim']"),
+  ]
+  for old, new, message in cases:
+    assert old in text, old
+    with open(path, "w") as f:
+      f.write(text.replace(old, new))
+    with pytest.raises(ValueError) as info:
+      metadata_lib.load_metadata(data_dir, "s")
+    assert str(info.value).startswith(path + ": "), info.value
+    assert message in str(info.value)
+  with open(path, "w") as f:
+    f.write("[1, 2]")
+  with pytest.raises(ValueError, match="must hold a JSON object"):
     metadata_lib.load_metadata(data_dir, "s")

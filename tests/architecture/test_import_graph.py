@@ -32,6 +32,7 @@ LAYERS = (
     ("cc12m_jax.train",),
     ("cc12m_jax.config_rules",),
     ("cc12m_jax.main",),
+    ("cc12m_jax.experiments",),
 )
 
 

@@ -1,0 +1,65 @@
+"""`python -m cc12m_jax.experiments --suite=configs/experiments/<table>.py[:size] --workdir=DIR`.
+
+Validates every stage of the suite, runs the unfinished ones (each a
+`python -m cc12m_jax.main` subprocess), then writes
+`DIR/<suite>/results.json` and `results.md` and prints the Markdown.
+
+  --seeds=N          run every condition with seeds 0 .. N-1
+  --dry_run          print each stage's command (in order) and run nothing
+  --collect_only     run nothing; collect what the stages have written
+  --launcher=CMD     prefix every stage's command (e.g. a wrapper that runs
+                     it on every host of a TPU slice)
+  --nocheck_data     skip the check that the data directory has every source
+  --suite.<field>=v  override a suite field (e.g. --suite.data_dir=/data,
+                     --suite.selection_source=nocaps_heldout)
+"""
+from __future__ import annotations
+
+import shlex
+import sys
+
+from absl import app, flags
+from ml_collections import config_flags
+
+from cc12m_jax.experiments import results, runner, suite as suite_lib, validation
+
+SUITE = config_flags.DEFINE_config_file(
+    "suite", None, "A suite file: configs/experiments/<table>.py[:synthetic|paper].",
+    lock_config=True)
+WORKDIR = flags.DEFINE_string("workdir", None, "Stages run in <workdir>/runs/; results go to "
+                              "<workdir>/<suite>/.")
+SEEDS = flags.DEFINE_integer("seeds", 1, "Run every condition with seeds 0 .. N-1.", lower_bound=1)
+DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print every stage's command; run nothing.")
+COLLECT_ONLY = flags.DEFINE_bool("collect_only", False, "Run nothing; collect the results.")
+LAUNCHER = flags.DEFINE_string("launcher", "", "Command prefix of every stage (shell words).")
+CHECK_DATA = flags.DEFINE_bool("check_data", True, "Check that the data has every source.")
+flags.mark_flags_as_required(["suite", "workdir"])
+
+
+def main(argv: list[str]) -> None:
+  if len(argv) > 1:
+    raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
+  seeds = list(range(SEEDS.value))
+  try:
+    suite = suite_lib.from_config(SUITE.value)
+    configs = validation.check(suite, WORKDIR.value,
+                               check_data=CHECK_DATA.value and not COLLECT_ONLY.value)
+    runs = runner.plan(suite, WORKDIR.value, seeds, configs)
+    if not COLLECT_ONLY.value:
+      runner.execute(runs, launcher=shlex.split(LAUNCHER.value), dry_run=DRY_RUN.value)
+  except suite_lib.SuiteError as e:
+    sys.stderr.write(f"FATAL suite error: {e}\n")
+    sys.exit(1)
+  except runner.StageFailed as e:
+    sys.stderr.write(f"FATAL {e}\n")
+    sys.exit(1)
+  if DRY_RUN.value:
+    return
+  collected = results.collect(suite, WORKDIR.value, seeds)
+  paths = results.write(collected, results.results_dir(WORKDIR.value, suite))
+  print(results.markdown(collected))
+  print(f"Results: {paths['json']}, {paths['markdown']}")
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,224 @@
+"""Runs a suite's stages as `python -m cc12m_jax.main` subprocesses, resumably.
+
+A stage is finished when its directory holds `stage.json`, written
+atomically after its command exited 0 (and, for a training stage, after its
+last checkpoint is the config's num_train_steps: a preempted trainer also
+exits 0). A finished stage is skipped. A stage without the marker is run
+again with the same command: a training stage resumes from its latest
+checkpoint (the trainer does that by itself), an evaluate stage starts
+afresh (its eval/ and selection/ are cleared first).
+
+Finished work is never silently re-used for something else: a finished
+stage whose recorded command differs from the one the suite now gives, or
+that was made from another run of a stage it depends on (each marker has a
+run id, and records those of its inputs), is an error naming what to delete.
+
+Each stage's output goes to `<stage dir>/stage.log` (appended, one header
+per attempt). SIGTERM to the runner is passed on to the running stage (the
+trainer then writes a checkpoint and exits); that stage stays unfinished.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any, Callable, Sequence
+
+import ml_collections
+from etils import epath
+
+from cc12m_jax.experiments import commands, scores
+from cc12m_jax.experiments.suite import Stage, Suite, SuiteError
+
+MARKER, LOG = "stage.json", "stage.log"
+
+
+class StageFailed(RuntimeError):
+  """A stage's command failed or stopped before finishing."""
+
+
+@dataclasses.dataclass(frozen=True)
+class StageRun:
+  stage: Stage
+  seed: int
+  directory: str
+  args: tuple[str, ...]   # after the interpreter: -m cc12m_jax.main --config=... ...
+  final_step: int          # training stages: the step the last checkpoint must reach
+  inputs: tuple[tuple[str, str], ...] = ()  # (stage key, directory) of its dependencies
+
+  @property
+  def name(self) -> str:
+    return f"{self.stage.key} (seed {self.seed})"
+
+
+def plan(suite: Suite, workdir: str, seeds: Sequence[int],
+         configs: dict[str, ml_collections.ConfigDict]) -> list[StageRun]:
+  """Every stage for every seed, seed by seed, each after its dependencies.
+
+  `configs` are the validated stage configs (validation.check), for the
+  number of training steps.
+  """
+  runs = []
+  for seed in seeds:
+    for stage in suite.stages:
+      final = int(configs[stage.key].train.num_train_steps) if stage.is_training else -1
+      inputs = tuple((dep, commands.stage_dir(workdir, dep, seed)) for dep in stage.dependencies)
+      runs.append(StageRun(stage, seed, commands.stage_dir(workdir, stage.key, seed),
+                           commands.main_args(suite, stage, workdir, seed), final, inputs))
+  return runs
+
+
+def _load_marker(directory: str) -> dict[str, Any] | None:
+  path = epath.Path(directory) / MARKER
+  return json.loads(path.read_text()) if path.exists() else None
+
+
+def input_ids(run: StageRun) -> dict[str, str]:
+  """{dependency: its run id}; StageFailed when a dependency is unfinished."""
+  ids = {}
+  for key, directory in run.inputs:
+    marker = _load_marker(directory)
+    if marker is None:
+      raise StageFailed(f"stage {run.name} needs {key} (seed {run.seed}), which has not "
+                        f"finished ({directory})")
+    ids[key] = marker["run_id"]
+  return ids
+
+
+def read_marker(run: StageRun) -> dict[str, Any] | None:
+  """The stage's marker, None when unfinished; SuiteError when its command
+  changed or a finished dependency is not the run it was made from."""
+  path = epath.Path(run.directory) / MARKER
+  marker = _load_marker(run.directory)
+  if marker is None:
+    return None
+  if list(marker["args"]) != list(run.args):
+    was, now = set(marker["args"]), set(run.args)
+    diff = [f"- {a}" for a in marker["args"] if a not in now] + [
+        f"+ {a}" for a in run.args if a not in was]
+    raise SuiteError(f"stage {run.name} finished with another command than the suite now gives:\n"
+                     + "\n".join(diff) + f"\nTo re-run it, delete {path} (and its outputs); "
+                     "or use another --workdir")
+  for key, directory in run.inputs:
+    current = _load_marker(directory)
+    if current is not None and current["run_id"] != marker["inputs"].get(key):
+      raise SuiteError(f"stage {run.name} was made from an earlier run of {key}, which has "
+                       f"run again since; delete {run.directory} to re-run it from the new one")
+  return marker
+
+
+def latest_step(directory: str) -> int | None:
+  """The latest complete checkpoint step of a training workdir."""
+  root = epath.Path(directory) / "checkpoints"
+  steps = [int(p.name) for p in (root.iterdir() if root.exists() else [])
+           if re.fullmatch(r"\d+", p.name)]
+  return max(steps) if steps else None
+
+
+def command_line(run: StageRun, launcher: Sequence[str] = ()) -> list[str]:
+  return [*launcher, sys.executable, *run.args]
+
+
+def _write_marker(run: StageRun, marker: dict[str, Any]) -> None:
+  path = epath.Path(run.directory) / MARKER
+  tmp = epath.Path(run.directory) / (MARKER + ".tmp")
+  tmp.write_text(json.dumps(marker, indent=1) + "\n")
+  os.replace(tmp, path)  # readers see no marker or a whole one
+
+
+def _tail(path: str, lines: int = 30) -> str:
+  with open(path, errors="replace") as f:
+    return "".join(f.readlines()[-lines:])
+
+
+def _clear_outputs(run: StageRun) -> None:
+  """An evaluate stage starts afresh: an interrupted try may have left part of
+  its results, and `scores.find` wants one step per source."""
+  for name in ("eval", "selection"):
+    path = epath.Path(run.directory) / name
+    if path.exists():
+      path.rmtree()
+
+
+def _outputs(run: StageRun) -> dict[str, Any]:
+  out = {}
+  for source in run.stage.sources:
+    output = scores.read(run.directory, source)
+    out[source] = {"step": output.step, "path": output.path, "metrics": output.metrics}
+  return out
+
+
+def run_stage(run: StageRun, launcher: Sequence[str] = ()) -> dict[str, Any]:
+  """Runs one stage to completion and writes its marker; StageFailed otherwise."""
+  inputs = input_ids(run)
+  os.makedirs(run.directory, exist_ok=True)
+  if not run.stage.is_training:
+    _clear_outputs(run)
+  argv = command_line(run, launcher)
+  log_path = os.path.join(run.directory, LOG)
+  started = time.time()
+  with open(log_path, "a") as log:
+    log.write(f"=== {datetime.datetime.now().isoformat(timespec='seconds')} "
+              f"{shlex.join(argv)}\n")
+    log.flush()
+    process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    terminated = []
+
+    def forward(signum, frame):  # pylint: disable=unused-argument
+      terminated.append(signum)
+      process.send_signal(signum)
+
+    previous = signal.signal(signal.SIGTERM, forward)
+    try:
+      returncode = process.wait()
+    finally:
+      signal.signal(signal.SIGTERM, previous)
+  if returncode != 0 or terminated:
+    why = "was terminated" if terminated else f"exited with {returncode}"
+    raise StageFailed(f"stage {run.name} {why}; log {log_path}, last lines:\n"
+                      + _tail(log_path))
+  marker: dict[str, Any] = {
+      "stage": run.stage.key, "seed": run.seed, "run_id": uuid.uuid4().hex,
+      "inputs": inputs, "args": list(run.args),
+      "launcher": list(launcher), "python": sys.executable,
+      "finished": datetime.datetime.now().isoformat(timespec="seconds"),
+      "seconds": round(time.time() - started, 1)}
+  if run.stage.is_training:
+    step = latest_step(run.directory)
+    if step != run.final_step:
+      raise StageFailed(f"stage {run.name} exited at step {step} of {run.final_step} "
+                        "(preempted?); run the suite again to resume it")
+    marker["step"] = step
+  else:
+    marker["outputs"] = _outputs(run)
+  _write_marker(run, marker)
+  return marker
+
+
+def execute(runs: Sequence[StageRun], *, launcher: Sequence[str] = (), dry_run: bool = False,
+            echo: Callable[[str], None] = print) -> None:
+  """Runs every unfinished stage in order (or, with dry_run, prints its command)."""
+  if dry_run:
+    echo(f"# {len(runs)} stages; run from {os.getcwd()}, each after the stages it names")
+  for run in runs:
+    finished = read_marker(run) is not None
+    if dry_run:
+      after = ", ".join(run.stage.dependencies) or "nothing"
+      echo(f"# {run.name}{' [finished]' if finished else ''}; after: {after}")
+      echo(shlex.join(command_line(run, launcher)))
+      continue
+    if finished:
+      echo(f"[skip] {run.name}: finished ({os.path.join(run.directory, MARKER)})")
+      continue
+    resuming = run.stage.is_training and latest_step(run.directory) is not None
+    echo(f"[run]  {run.name}{' (resuming)' if resuming else ''}: log {run.directory}/{LOG}")
+    marker = run_stage(run, launcher)
+    echo(f"[done] {run.name} in {marker['seconds']} s")

@@ -1,0 +1,70 @@
+"""Checks every stage of a suite before any stage runs.
+
+A mistake in the last stage of a chain (a misspelt metric, a missing split)
+would otherwise surface hours into the first one. For every stage this
+builds the config its command builds and runs the entry point's own
+`config_rules.validate` on it, then checks that the data it reads exists:
+its training sources (read even by evaluate stages, for the feature
+dimension), the eval sources it scores and its reference file.
+
+The device count is the least the stage's mesh needs (an explicit axis
+size, or 1): the runner must not start JAX on the accelerators that its
+stages will use, and the stage checks its mesh against the real devices
+when it starts.
+"""
+from __future__ import annotations
+
+import math
+
+import ml_collections
+from etils import epath
+
+from cc12m_jax import config_rules
+from cc12m_jax.data import metadata
+from cc12m_jax.experiments import commands
+from cc12m_jax.experiments.suite import Suite, SuiteError
+
+
+def _sources(text: str) -> list[str]:
+  return [s.strip() for s in text.split(",") if s.strip()]
+
+
+def min_devices(config: ml_collections.ConfigDict) -> int:
+  return math.prod(max(int(config.mesh[a]), 1) for a in ("data", "fsdp", "model"))
+
+
+def data_problems(stage_key: str, config: ml_collections.ConfigDict) -> list[str]:
+  """What the stage would read but the data directory lacks."""
+  data_dir = config.data.data_dir
+  reads = _sources(config.data.train_sources)
+  if config.mode == "evaluate" or config.train.eval_every_steps > 0:
+    reads += [s for s in _sources(config.data.eval_sources) if s not in reads]
+  problems = []
+  for source in reads:
+    if not (epath.Path(data_dir) / source / metadata.METADATA_FILE).exists():
+      problems.append(f"stage {stage_key} reads source {source!r}, which {data_dir} does not "
+                      f"have (no {source}/{metadata.METADATA_FILE}); generate or import it, "
+                      "or change the suite (docs/experiments.md lists each suite's sources)")
+  if config.eval.references and not epath.Path(config.eval.references).exists():
+    problems.append(f"stage {stage_key}: config.eval.references={config.eval.references} "
+                    "does not exist")
+  return problems
+
+
+def check(suite: Suite, workdir: str, *, check_data: bool = True
+          ) -> dict[str, ml_collections.ConfigDict]:
+  """{stage key: config (seed 0)}; SuiteError listing every problem found."""
+  configs, problems = {}, []
+  for stage in suite.stages:
+    try:
+      config = commands.stage_config(suite, stage, workdir, seed=0)
+      config_rules.validate(config, num_devices=min_devices(config))
+    except (SuiteError, config_rules.ConfigError) as e:
+      problems.append(f"stage {stage.key}: {e}")
+      continue
+    configs[stage.key] = config
+    if check_data:
+      problems += data_problems(stage.key, config)
+  if problems:
+    raise SuiteError(f"suite {suite.name} ({suite.size}) cannot run:\n  " + "\n  ".join(problems))
+  return configs

@@ -21,6 +21,9 @@ INSTALL_REQUIRES = [
     "pyarrow>=15",
     "pillow>=10",
     "matplotlib>=3.8",
+    # tensorflow-datasets' builders import it without declaring it.
+    "importlib_resources>=6",
+    "psutil>=5.9",
 ]
 
 setuptools.setup(
@@ -38,6 +41,7 @@ setuptools.setup(
         "console_scripts": [
             "cc12m-generate-synthetic=cc12m_jax.data.synthetic.generate:run",
             "cc12m-build-vocab=cc12m_jax.data.text.build_vocab:run",
+            "cc12m-import=cc12m_jax.data.importers.cli:run",
         ],
     },
 )

@@ -1,0 +1,198 @@
+"""The runner: finished stages are skipped, a stage killed midway resumes, and
+suites are checked before anything runs. Stages are real `python -m
+cc12m_jax.main` subprocesses on the tiny world."""
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+from cc12m_jax.experiments import commands, runner, suite as suite_lib, validation
+from configs.experiments import common
+from tests.experiments import tiny_suite
+from tests.experiments.conftest import REPO_ROOT
+
+SUITES = ("table3", "table5", "table7", "fig6", "table8")
+
+
+def _load(spec: str, **fields) -> suite_lib.Suite:
+  config = commands.load_config_file(spec)
+  for key, value in fields.items():
+    config[key] = value
+  return suite_lib.from_config(config)
+
+
+def _stage_pids() -> list[int]:
+  """Child processes of this one that run cc12m_jax.main."""
+  pids = []
+  for name in os.listdir("/proc"):
+    if not name.isdigit():
+      continue
+    try:
+      with open(f"/proc/{name}/stat") as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+      with open(f"/proc/{name}/cmdline", "rb") as f:
+        cmdline = f.read()
+    except OSError:
+      continue
+    if ppid == os.getpid() and b"cc12m_jax.main" in cmdline:
+      pids.append(int(name))
+  return pids
+
+
+def _kill_after_first_checkpoint(stage_dir: str, killed: list, timeout: float = 900) -> None:
+  """SIGKILLs the stage once a step has both its checkpoint and its input position."""
+  deadline = time.time() + timeout
+  while time.time() < deadline:
+    steps = [set(n for n in os.listdir(os.path.join(stage_dir, d)) if n.isdigit())
+             if os.path.isdir(os.path.join(stage_dir, d)) else set()
+             for d in ("checkpoints", "input_state")]
+    if steps[0] & steps[1]:
+      for pid in _stage_pids():
+        os.kill(pid, signal.SIGKILL)
+        killed.append(min(int(s) for s in steps[0] & steps[1]))
+      return
+    time.sleep(0.02)
+
+
+def test_finished_stages_are_skipped_and_a_killed_stage_resumes(tiny_world, tmp_path,
+                                                                monkeypatch):
+  monkeypatch.chdir(REPO_ROOT)
+  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")  # compiles faster
+  suite = _load("tests/experiments/tiny_suite.py", data_dir=tiny_world)
+  workdir = str(tmp_path / "work")
+  runs = runner.plan(suite, workdir, [0], validation.check(suite, workdir))
+  pretrain, evaluate = runs
+  marker = lambda run: os.path.join(run.directory, runner.MARKER)  # noqa: E731
+
+  # 1. Killed (SIGKILL, like a lost machine) after the first checkpoint.
+  killed = []
+  watcher = threading.Thread(target=_kill_after_first_checkpoint,
+                             args=(pretrain.directory, killed))
+  watcher.start()
+  with pytest.raises(runner.StageFailed, match=r"a/ic_pretrain \(seed 0\) exited with -9"):
+    runner.execute(runs, echo=lambda _: None)
+  watcher.join()
+  assert killed and not os.path.exists(marker(pretrain))
+  assert not os.path.exists(evaluate.directory)
+
+  # 2. The same suite again: the stage resumes from its checkpoint, then the
+  # evaluate stage runs.
+  lines = []
+  runner.execute(runs, echo=lines.append)
+  with open(os.path.join(pretrain.directory, runner.LOG)) as f:
+    log = f.read()
+  resumed = re.search(r"Resuming from \S+/checkpoints at step (\d+)\.", log)
+  assert resumed and killed[0] <= int(resumed.group(1)) < tiny_suite.STEPS, log[-3000:]
+  assert log.count("=== ") == 2  # one header per attempt
+  assert lines[0].startswith("[run]  a/ic_pretrain (seed 0) (resuming)")
+  with open(marker(pretrain)) as f:
+    assert json.load(f)["step"] == tiny_suite.STEPS
+  with open(marker(evaluate)) as f:
+    evaluated = json.load(f)
+  assert evaluated["inputs"] == {"a/ic_pretrain": json.load(open(marker(pretrain)))["run_id"]}
+  report_path = evaluated["outputs"]["nocaps_val"]["path"]
+  stamps = {p: os.stat(p).st_mtime_ns for p in (marker(pretrain), marker(evaluate))}
+  logs = {r.directory: os.path.getsize(os.path.join(r.directory, runner.LOG)) for r in runs}
+
+  # 3. Once more, through the command line: nothing runs, results are written.
+  done = subprocess.run(
+      [sys.executable, "-m", "cc12m_jax.experiments", "--suite=tests/experiments/tiny_suite.py",
+       f"--suite.data_dir={tiny_world}", f"--workdir={workdir}"],
+      capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+  assert done.returncode == 0, done.stderr[-3000:]
+  assert "[skip] a/ic_pretrain (seed 0): finished" in done.stdout
+  assert "[skip] a/ic_zero_shot (seed 0): finished" in done.stdout
+  assert {p: os.stat(p).st_mtime_ns for p in stamps} == stamps
+  assert {d: os.path.getsize(os.path.join(d, runner.LOG)) for d in logs} == logs
+  with open(os.path.join(workdir, "tiny", "results.json")) as f:
+    results = json.load(f)
+  with open(report_path) as f:
+    report = json.load(f)
+  cell = results["rows"][0]["cells"]["overall"]
+  assert cell["seeds"]["0"] == pytest.approx(100 * report["scores"]["overall"]["CIDEr"])
+  assert "| A zero-shot |" in done.stdout
+
+
+def test_a_finished_stage_whose_command_changed_is_refused(tmp_path):
+  suite = _load("tests/experiments/tiny_suite.py", data_dir=str(tmp_path))
+  runs = runner.plan(suite, str(tmp_path), [0], validation.check(suite, str(tmp_path),
+                                                                 check_data=False))
+  os.makedirs(runs[0].directory)
+  args = [a.replace("num_train_steps=20", "num_train_steps=30") for a in runs[0].args]
+  with open(os.path.join(runs[0].directory, runner.MARKER), "w") as f:
+    json.dump({"args": args, "run_id": "x", "inputs": {}}, f)
+  with pytest.raises(suite_lib.SuiteError) as e:
+    runner.execute(runs)
+  assert "- --config.train.num_train_steps=30\n+ --config.train.num_train_steps=20" in str(e.value)
+
+
+def test_a_stage_made_from_an_earlier_run_of_its_input_is_refused(tmp_path):
+  suite = _load("tests/experiments/tiny_suite.py", data_dir=str(tmp_path))
+  pretrain, evaluate = runner.plan(suite, str(tmp_path), [0],
+                                   validation.check(suite, str(tmp_path), check_data=False))
+  for run, run_id, inputs in ((pretrain, "new", {}), (evaluate, "e", {"a/ic_pretrain": "old"})):
+    os.makedirs(run.directory)
+    with open(os.path.join(run.directory, runner.MARKER), "w") as f:
+      json.dump({"args": list(run.args), "run_id": run_id, "inputs": inputs}, f)
+  with pytest.raises(suite_lib.SuiteError, match="made from an earlier run of a/ic_pretrain"):
+    runner.execute([pretrain, evaluate], echo=lambda _: None)
+
+
+def test_every_suite_validates_at_both_sizes_and_shared_stages_agree():
+  commands_of = {}
+  for name in SUITES:
+    for size in common.SIZES:
+      suite = _load(f"configs/experiments/{name}.py:{size}")
+      configs = validation.check(suite, "/tmp/w", check_data=False)
+      for run in runner.plan(suite, "/tmp/w", [0, 1], configs):
+        commands_of.setdefault((size, run.stage.key, run.seed), set()).add(run.args)
+  # A stage two suites share (e.g. cc12m/ic_pretrain) is one command, so it runs once.
+  assert all(len(v) == 1 for v in commands_of.values())
+  assert ("paper", "cc12m/ic_pretrain", 1) in commands_of
+
+
+def test_dry_run_prints_stages_after_their_inputs_selecting_on_the_held_out_split(capsys):
+  suite = _load("configs/experiments/table3.py:synthetic")
+  runs = runner.plan(suite, "/tmp/w", [0, 1], validation.check(suite, "/tmp/w", check_data=False))
+  runner.execute(runs, dry_run=True)
+  out = capsys.readouterr().out.splitlines()
+  headers = [line for line in out if line.startswith("# ") and "(seed" in line]
+  assert len(headers) == 28  # 14 stages x 2 seeds
+  seen = []
+  for header in headers:
+    key, seed = re.match(r"# (\S+) \(seed (\d)\)", header).groups()
+    after = header.split("after: ")[1]
+    assert after == "nothing" or all((dep, seed) in seen for dep in after.split(", "))
+    seen.append((key, seed))
+  evaluate = next(line for line in out if "seed_1/ic_evaluate" in line and "runs/cc12m" in line)
+  assert "--config.data.eval_sources=coco_val,nocaps_val" in evaluate
+  assert "--config.eval.selection_metric=coco_val/overall/CIDEr" in evaluate
+  assert "--config.eval.select_checkpoint=True" in evaluate
+  assert "--config.train.seed=1" in evaluate and "--config.data.seed=1" in evaluate
+
+
+def test_a_missing_split_fails_validation_naming_it(tiny_world):
+  suite = _load("configs/experiments/table7.py", data_dir=tiny_world)
+  with pytest.raises(suite_lib.SuiteError) as e:
+    validation.check(suite, "/tmp/w")
+  assert "reads source 'cc3m_dev', which " + tiny_world in str(e.value)
+  assert "stage cc12m/ic_zero_shot_cc3m_dev" in str(e.value)
+
+
+def test_reporting_the_selection_split_is_refused():
+  config = commands.load_config_file("configs/experiments/table3.py")
+  config.selection_source = "nocaps_val"
+  with pytest.raises(suite_lib.SuiteError, match="held-out split"):
+    suite_lib.from_config(config)
+  config = commands.load_config_file("configs/experiments/table3.py")
+  for condition in ("scratch", "cc3m", "cc12m", "cc3m_cc12m"):
+    config.conditions[condition].ic_evaluate.sources = "coco_val,{report_source}"
+  config.columns[0].source = "coco_val"
+  with pytest.raises(suite_lib.SuiteError, match="selects its checkpoint on 'coco_val'"):
+    suite_lib.from_config(config)

@@ -75,13 +75,23 @@ class PeriodicEvaluation:
 
 
 class _Preemption:
-  """Turns SIGTERM into a flag checked between steps."""
+  """Turns SIGTERM into a flag checked between steps (one process).
+
+  With several processes SIGTERM is left to JAX's preemption notifier: the
+  processes see the signal at different steps (or only some see it), so the
+  stop must be agreed on, and `reached_preemption(step)` is true on all of them
+  at the same step. A Python handler would take the signal away from the
+  notifier: one process would stop and save alone while the others wait for
+  it in the next step's collectives, forever.
+  """
 
   def __init__(self):
     self.requested = False
     self._previous = None
 
   def __enter__(self):
+    if jax.process_count() > 1:
+      return self
     try:
       self._previous = signal.signal(signal.SIGTERM, self._handle)
     except ValueError:  # not the main thread

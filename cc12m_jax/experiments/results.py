@@ -109,7 +109,7 @@ def markdown(results: dict[str, Any]) -> str:
     lines.append(f"Fine-tuning steps selected on `{results['selection_source']}` "
                  f"({results['selection_metric']}); reported: `{results['report_source']}`.")
   else:
-    lines.append(f"No step selection (last checkpoint); reported: `{results['report_source']}`.")
+    lines.append(f"No step selection on a held-out split; reported: `{results['report_source']}`.")
   lines.append("")
   header = ["row"]
   for c in results["columns"]:

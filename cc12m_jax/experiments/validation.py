@@ -5,7 +5,8 @@ would otherwise surface hours into the first one. For every stage this
 builds the config its command builds and runs the entry point's own
 `config_rules.validate` on it, then checks that the data it reads exists:
 its training sources (read even by evaluate stages, for the feature
-dimension), the eval sources it scores and its reference file.
+dimension), the eval sources it scores and its reference file; and that
+an evaluate stage's fixed checkpoint step is one its training stage keeps.
 
 The device count is the least the stage's mesh needs (an explicit axis
 size, or 1): the runner must not start JAX on the accelerators that its
@@ -51,6 +52,27 @@ def data_problems(stage_key: str, config: ml_collections.ConfigDict) -> list[str
   return problems
 
 
+def kept_steps(config: ml_collections.ConfigDict) -> list[int]:
+  """The checkpoint steps a training config leaves behind (saved every
+  checkpoint_every_steps and at the end; the last keep_checkpoints kept)."""
+  t = config.train
+  saved = sorted(set(range(t.checkpoint_every_steps, t.num_train_steps + 1,
+                           t.checkpoint_every_steps)) | {int(t.num_train_steps)})
+  return saved[-int(t.keep_checkpoints):]
+
+
+def checkpoint_problems(suite: Suite, configs: dict[str, ml_collections.ConfigDict]) -> list[str]:
+  """An evaluate stage's fixed step must be a checkpoint its training stage keeps."""
+  problems = []
+  for stage in suite.stages:
+    if stage.mode == "evaluate" and stage.checkpoint_step >= 0 and stage.checkpoint_dir in configs:
+      kept = kept_steps(configs[stage.checkpoint_dir])
+      if stage.checkpoint_step not in kept:
+        problems.append(f"stage {stage.key} evaluates step {stage.checkpoint_step} of "
+                        f"{stage.checkpoint_dir}, which keeps steps {kept}")
+  return problems
+
+
 def check(suite: Suite, workdir: str, *, check_data: bool = True
           ) -> dict[str, ml_collections.ConfigDict]:
   """{stage key: config (seed 0)}; SuiteError listing every problem found."""
@@ -65,6 +87,7 @@ def check(suite: Suite, workdir: str, *, check_data: bool = True
     configs[stage.key] = config
     if check_data:
       problems += data_problems(stage.key, config)
+  problems += checkpoint_problems(suite, configs)
   if problems:
     raise SuiteError(f"suite {suite.name} ({suite.size}) cannot run:\n  " + "\n  ".join(problems))
   return configs

@@ -7,8 +7,10 @@ Validates every stage of the suite, runs the unfinished ones (each a
   --seeds=N          run every condition with seeds 0 .. N-1
   --dry_run          print each stage's command (in order) and run nothing
   --collect_only     run nothing; collect what the stages have written
-  --launcher=CMD     prefix every stage's command (e.g. a wrapper that runs
-                     it on every host of a TPU slice)
+  --launcher=CMD     prefix every stage's command, or put it where CMD says
+                     {command} (e.g. gcloud ... ssh --worker=all --command=
+                     "cd REPO && {command}": every host of a TPU slice)
+  --python=PATH      the interpreter of stage commands (default: this one)
   --nocheck_data     skip the check that the data directory has every source
   --suite.<field>=v  override a suite field (e.g. --suite.data_dir=/data,
                      --suite.selection_source=nocaps_heldout)
@@ -32,6 +34,7 @@ SEEDS = flags.DEFINE_integer("seeds", 1, "Run every condition with seeds 0 .. N-
 DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print every stage's command; run nothing.")
 COLLECT_ONLY = flags.DEFINE_bool("collect_only", False, "Run nothing; collect the results.")
 LAUNCHER = flags.DEFINE_string("launcher", "", "Command prefix of every stage (shell words).")
+PYTHON = flags.DEFINE_string("python", sys.executable, "Interpreter of the stage commands.")
 CHECK_DATA = flags.DEFINE_bool("check_data", True, "Check that the data has every source.")
 flags.mark_flags_as_required(["suite", "workdir"])
 
@@ -46,7 +49,8 @@ def main(argv: list[str]) -> None:
                                check_data=CHECK_DATA.value and not COLLECT_ONLY.value)
     runs = runner.plan(suite, WORKDIR.value, seeds, configs)
     if not COLLECT_ONLY.value:
-      runner.execute(runs, launcher=shlex.split(LAUNCHER.value), dry_run=DRY_RUN.value)
+      runner.execute(runs, launcher=shlex.split(LAUNCHER.value), python=PYTHON.value,
+                     dry_run=DRY_RUN.value)
   except suite_lib.SuiteError as e:
     sys.stderr.write(f"FATAL suite error: {e}\n")
     sys.exit(1)

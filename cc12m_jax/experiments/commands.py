@@ -53,9 +53,14 @@ def load_config_file(spec: str) -> ml_collections.ConfigDict:
   return module.get_config(arg) if arg else module.get_config()
 
 
+def absolute(path: str) -> str:
+  """A local path made absolute (stages run elsewhere); gs://... and the like as given."""
+  return path if "://" in path else os.path.abspath(path)
+
+
 def stage_dir(workdir: str, stage_key: str, seed: int) -> str:
   condition, name = stage_key.split("/")
-  return os.path.join(os.path.abspath(workdir), "runs", condition, f"seed_{seed}", name)
+  return os.path.join(absolute(workdir), "runs", condition, f"seed_{seed}", name)
 
 
 def overrides(suite: Suite, stage: Stage, workdir: str, seed: int) -> list[tuple[str, Any]]:

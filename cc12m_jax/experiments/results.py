@@ -138,7 +138,7 @@ def markdown(results: dict[str, Any]) -> str:
 def _write(path: epath.Path, text: str) -> None:
   tmp = path.parent / (path.name + ".tmp")
   tmp.write_text(text)
-  os.replace(tmp, path)
+  tmp.replace(path)
 
 
 def write(results: dict[str, Any], directory: str) -> dict[str, str]:
@@ -151,4 +151,4 @@ def write(results: dict[str, Any], directory: str) -> dict[str, str]:
 
 
 def results_dir(workdir: str, suite: Suite) -> str:
-  return os.path.join(os.path.abspath(workdir), suite.name)
+  return os.path.join(commands.absolute(workdir), suite.name)

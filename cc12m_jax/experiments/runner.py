@@ -14,8 +14,15 @@ that was made from another run of a stage it depends on (each marker has a
 run id, and records those of its inputs), is an error naming what to delete.
 
 Each stage's output goes to `<stage dir>/stage.log` (appended, one header
-per attempt). SIGTERM to the runner is passed on to the running stage (the
-trainer then writes a checkpoint and exits); that stage stays unfinished.
+per attempt; with a remote workdir such as gs://..., to the same path under
+a local log directory). SIGTERM to the runner is passed on to the running
+stage (the trainer then writes a checkpoint and exits); that stage stays
+unfinished.
+
+A launcher prefixes every stage's command: its words come first, or, when
+one of its words holds `{command}`, the shell-quoted command is put there
+(e.g. `gcloud compute tpus tpu-vm ssh NAME --worker=all --command="cd REPO
+&& {command}"` runs each stage on every host of a TPU slice and waits).
 """
 from __future__ import annotations
 
@@ -28,6 +35,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from typing import Any, Callable, Sequence
@@ -39,6 +47,7 @@ from cc12m_jax.experiments import commands, scores
 from cc12m_jax.experiments.suite import Stage, Suite, SuiteError
 
 MARKER, LOG = "stage.json", "stage.log"
+LOCAL_LOGS = os.path.join(tempfile.gettempdir(), "cc12m_experiments_logs")
 
 
 class StageFailed(RuntimeError):
@@ -123,15 +132,27 @@ def latest_step(directory: str) -> int | None:
   return max(steps) if steps else None
 
 
-def command_line(run: StageRun, launcher: Sequence[str] = ()) -> list[str]:
-  return [*launcher, sys.executable, *run.args]
+def command_line(run: StageRun, launcher: Sequence[str] = (),
+                 python: str = sys.executable) -> list[str]:
+  """The stage's command, behind the launcher (see the module docstring)."""
+  argv = [python, *run.args]
+  if any("{command}" in word for word in launcher):
+    return [word.replace("{command}", shlex.join(argv)) for word in launcher]
+  return [*launcher, *argv]
+
+
+def log_path(run: StageRun) -> str:
+  """Where the stage's output goes: its directory, or a local mirror of it."""
+  if "://" not in run.directory:
+    return os.path.join(run.directory, LOG)
+  return os.path.join(LOCAL_LOGS, run.directory.split("://", 1)[1].lstrip("/"), LOG)
 
 
 def _write_marker(run: StageRun, marker: dict[str, Any]) -> None:
   path = epath.Path(run.directory) / MARKER
   tmp = epath.Path(run.directory) / (MARKER + ".tmp")
   tmp.write_text(json.dumps(marker, indent=1) + "\n")
-  os.replace(tmp, path)  # readers see no marker or a whole one
+  tmp.replace(path)  # readers see no marker or a whole one
 
 
 def _tail(path: str, lines: int = 30) -> str:
@@ -156,16 +177,18 @@ def _outputs(run: StageRun) -> dict[str, Any]:
   return out
 
 
-def run_stage(run: StageRun, launcher: Sequence[str] = ()) -> dict[str, Any]:
+def run_stage(run: StageRun, launcher: Sequence[str] = (),
+              python: str = sys.executable) -> dict[str, Any]:
   """Runs one stage to completion and writes its marker; StageFailed otherwise."""
   inputs = input_ids(run)
-  os.makedirs(run.directory, exist_ok=True)
+  epath.Path(run.directory).mkdir(parents=True, exist_ok=True)
   if not run.stage.is_training:
     _clear_outputs(run)
-  argv = command_line(run, launcher)
-  log_path = os.path.join(run.directory, LOG)
+  argv = command_line(run, launcher, python)
+  log_file = log_path(run)
+  os.makedirs(os.path.dirname(log_file), exist_ok=True)
   started = time.time()
-  with open(log_path, "a") as log:
+  with open(log_file, "a") as log:
     log.write(f"=== {datetime.datetime.now().isoformat(timespec='seconds')} "
               f"{shlex.join(argv)}\n")
     log.flush()
@@ -183,12 +206,12 @@ def run_stage(run: StageRun, launcher: Sequence[str] = ()) -> dict[str, Any]:
       signal.signal(signal.SIGTERM, previous)
   if returncode != 0 or terminated:
     why = "was terminated" if terminated else f"exited with {returncode}"
-    raise StageFailed(f"stage {run.name} {why}; log {log_path}, last lines:\n"
-                      + _tail(log_path))
+    raise StageFailed(f"stage {run.name} {why}; log {log_file}, last lines:\n"
+                      + _tail(log_file))
   marker: dict[str, Any] = {
       "stage": run.stage.key, "seed": run.seed, "run_id": uuid.uuid4().hex,
       "inputs": inputs, "args": list(run.args),
-      "launcher": list(launcher), "python": sys.executable,
+      "command": argv, "log": log_file,
       "finished": datetime.datetime.now().isoformat(timespec="seconds"),
       "seconds": round(time.time() - started, 1)}
   if run.stage.is_training:
@@ -203,7 +226,8 @@ def run_stage(run: StageRun, launcher: Sequence[str] = ()) -> dict[str, Any]:
   return marker
 
 
-def execute(runs: Sequence[StageRun], *, launcher: Sequence[str] = (), dry_run: bool = False,
+def execute(runs: Sequence[StageRun], *, launcher: Sequence[str] = (),
+            python: str = sys.executable, dry_run: bool = False,
             echo: Callable[[str], None] = print) -> None:
   """Runs every unfinished stage in order (or, with dry_run, prints its command)."""
   if dry_run:
@@ -213,12 +237,12 @@ def execute(runs: Sequence[StageRun], *, launcher: Sequence[str] = (), dry_run: 
     if dry_run:
       after = ", ".join(run.stage.dependencies) or "nothing"
       echo(f"# {run.name}{' [finished]' if finished else ''}; after: {after}")
-      echo(shlex.join(command_line(run, launcher)))
+      echo(shlex.join(command_line(run, launcher, python)))
       continue
     if finished:
-      echo(f"[skip] {run.name}: finished ({os.path.join(run.directory, MARKER)})")
+      echo(f"[skip] {run.name}: finished ({run.directory}/{MARKER})")
       continue
     resuming = run.stage.is_training and latest_step(run.directory) is not None
-    echo(f"[run]  {run.name}{' (resuming)' if resuming else ''}: log {run.directory}/{LOG}")
-    marker = run_stage(run, launcher)
+    echo(f"[run]  {run.name}{' (resuming)' if resuming else ''}: log {log_path(run)}")
+    marker = run_stage(run, launcher, python)
     echo(f"[done] {run.name} in {marker['seconds']} s")

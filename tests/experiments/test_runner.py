@@ -196,3 +196,14 @@ def test_reporting_the_selection_split_is_refused():
   config.columns[0].source = "coco_val"
   with pytest.raises(suite_lib.SuiteError, match="selects its checkpoint on 'coco_val'"):
     suite_lib.from_config(config)
+
+
+def test_launcher_prefixes_the_command_or_takes_it_where_it_says():
+  suite = _load("tests/experiments/tiny_suite.py", data_dir="/data")
+  run = runner.plan(suite, "/w", [0], validation.check(suite, "/w", check_data=False))[0]
+  assert runner.command_line(run, ["nice", "-n", "5"], "python3") == [
+      "nice", "-n", "5", "python3", *run.args]
+  ssh = runner.command_line(run, ["ssh", "host", "cd /repo && {command}"], "python3")
+  assert ssh[:2] == ["ssh", "host"] and len(ssh) == 3
+  assert ssh[2].startswith("cd /repo && python3 -m cc12m_jax.main --config=configs/")
+  assert "--config.data.data_dir=/data" in ssh[2]

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# One paper table (or all of them) reproduced by one command.
+#
+#   launch/reproduce.sh table3|table5|table7|fig6|table8|all [synthetic|paper] [runner flags ...]
+#
+# Runs `python -m cc12m_jax.experiments` on configs/experiments/<suite>.py at
+# the given size (default synthetic) and prints the suite's table, the
+# paper's figures beside it and whether its orderings hold; the files are
+# $WORK/<suite>/results.json and results.md. Every suite runs on the same
+# $WORK, so stages that suites share (e.g. CC12M pre-training) run once.
+# Re-running resumes: finished stages are skipped, an interrupted one
+# continues from its checkpoint. Runner flags pass through, e.g. --dry_run
+# (print every stage's command), --collect_only, or --launcher for a TPU slice
+# (docs/experiments.md).
+#
+# Environment:
+#   DATA    data directory (default data/synthetic, or data/features at paper size);
+#           at synthetic size the world is generated there first if it is missing
+#   WORK    workdir of stages and results (default workdirs/experiments/<size>)
+#   SEEDS   seeds per condition (default 3 at synthetic size, 1 at paper size)
+#   PYTHON  interpreter (default python3)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+SUITES=(table3 table5 table7 fig6 table8)
+if [[ $# -lt 1 ]]; then
+  echo "usage: $0 table3|table5|table7|fig6|table8|all [synthetic|paper] [runner flags ...]" >&2
+  exit 2
+fi
+WHICH="$1"; shift
+SIZE=synthetic
+if [[ $# -gt 0 && ( "$1" == synthetic || "$1" == paper ) ]]; then SIZE="$1"; shift; fi
+if [[ "$WHICH" == all ]]; then
+  RUN=("${SUITES[@]}")
+elif [[ " ${SUITES[*]} " == *" $WHICH "* ]]; then
+  RUN=("$WHICH")
+else
+  echo "unknown suite '$WHICH'; choose one of ${SUITES[*]} or all" >&2
+  exit 2
+fi
+
+PY=${PYTHON:-python3}
+if [[ "$SIZE" == synthetic ]]; then
+  DATA=${DATA:-data/synthetic}; SEEDS=${SEEDS:-3}
+  export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
+else
+  DATA=${DATA:-data/features}; SEEDS=${SEEDS:-1}
+fi
+WORK=${WORK:-workdirs/experiments/$SIZE}
+export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
+# Compiled programs are reused by every stage of the same shapes.
+export JAX_COMPILATION_CACHE_DIR=${JAX_COMPILATION_CACHE_DIR:-${HOME}/.cache/cc12m_jax_xla}
+
+if [[ "$SIZE" == synthetic && ! -f "$DATA/vocab.txt" ]]; then
+  echo "=== Generating the synthetic world into $DATA"
+  "$PY" -m cc12m_jax.data.synthetic.generate --config=configs/synthetic_data.py --output_dir="$DATA"
+fi
+
+for suite in "${RUN[@]}"; do
+  echo "=== $suite ($SIZE size, $SEEDS seed(s)) in $WORK"
+  "$PY" -m cc12m_jax.experiments --suite="configs/experiments/$suite.py:$SIZE" \
+    --suite.data_dir="$DATA" --workdir="$WORK" --seeds="$SEEDS" --python="$PY" "$@"
+done

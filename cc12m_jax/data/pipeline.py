@@ -23,6 +23,11 @@ unbatch/batch, keep the per-example work out of the pipeline
 The train iterator position (every buffer, RNG and file offset of the
 tf.data iterator, plus the skip counters) is saved with tf.train.Checkpoint,
 so a restored run continues at the exact next example.
+
+A run's input is one such stream per input shard (`TrainInput`): one shard
+per process in a new run, and the checkpoint's number of shards in a run
+resumed on another number of processes, so the examples and their order do
+not depend on how many processes read them.
 """
 import dataclasses
 import os
@@ -32,6 +37,7 @@ import jax
 import ml_collections
 import numpy as np
 import tensorflow as tf
+from absl import logging
 
 from cc12m_jax.data import batch_spec
 from cc12m_jax.data import host_memory
@@ -588,9 +594,128 @@ class TrainIterator:
     return {name: int(v) for name, v in zip(FILTER_REASONS, values)}
 
 
+# ------------------------------------------------------------ input shards --
+
+def shard_assignment(num_shards: int, process_index: int,
+                     process_count: int) -> tuple[list[int], int, int]:
+  """(the input shards process `process_index` reads, its part of each batch,
+  the number of parts) when `num_shards` shards feed `process_count` processes.
+
+  S shards among P processes: with S = kP process p reads shards pk .. pk+k-1
+  whole; with P = kS, k processes read the same shard and each keeps its part
+  (one k-th) of every batch of it.
+  """
+  s, p = num_shards, process_count
+  if s % p == 0:
+    k = s // p
+    return list(range(process_index * k, (process_index + 1) * k)), 0, 1
+  if p % s == 0:
+    k = p // s
+    return [process_index // k], process_index % k, k
+  raise ValueError(f"an input of {s} shards cannot be split among {p} processes: "
+                   "one count must divide the other")
+
+
+def saved_num_shards(directory: str) -> Optional[int]:
+  """The number of input shards whose positions TrainInput.save wrote in
+  `directory` (host_<s>_of_<S>), or None if it holds none."""
+  if not tf.io.gfile.isdir(directory):
+    return None
+  counts = {int(name.rstrip("/").rsplit("_of_", 1)[1])
+            for name in tf.io.gfile.listdir(directory)
+            if name.startswith("host_") and "_of_" in name}
+  if len(counts) > 1:
+    raise ValueError(f"{directory} holds input positions of {sorted(counts)} shards")
+  return counts.pop() if counts else None
+
+
+class TrainInput:
+  """This process's part of the run's training input, with a checkpointable position.
+
+  The run's input is S input shards, each a TrainIterator over its own part
+  of the files (shard s of S reads files[s::S]; see _host_records), and the
+  global batch is their batches in shard order. A new run has one shard per
+  process. A run resumed on another number of processes keeps the S of its
+  checkpoint (`restore` rebuilds the shards to match it), so it trains on the
+  same examples in the same order as if it had not moved (shard_assignment).
+  """
+
+  def __init__(self, data_cfg: ml_collections.ConfigDict,
+               batch_sharding: Optional[jax.sharding.Sharding], *,
+               process_index: Optional[int] = None,
+               process_count: Optional[int] = None, num_shards: int = 0):
+    self._data_cfg = data_cfg
+    self.batch_sharding = batch_sharding
+    self.process_index, self.process_count = hosts(process_index, process_count)
+    self._build(num_shards or self.process_count)
+
+  def _build(self, num_shards: int) -> None:
+    per_host_batch(self._data_cfg.global_batch_size, max(num_shards, self.process_count),
+                   "global_batch_size")
+    owned, self._part, self._parts = shard_assignment(num_shards, self.process_index,
+                                                      self.process_count)
+    self.num_shards = num_shards
+    self.shards = [TrainIterator(self._data_cfg, None, process_index=s,
+                                 process_count=num_shards) for s in owned]
+    self.tokenizer = self.shards[0].tokenizer
+
+  def __iter__(self):
+    return self
+
+  def next_host_batch(self) -> dict:
+    """This process's rows of the global batch, as numpy (see TrainIterator)."""
+    batches = [shard.next_host_batch() for shard in self.shards]
+    batch = batches[0] if len(batches) == 1 else {
+        k: np.concatenate([b[k] for b in batches]) for k in batches[0]}
+    if self._parts > 1:
+      n = len(batch[DEVICE_KEYS[0]]) // self._parts
+      batch = {k: v[self._part * n:(self._part + 1) * n] for k, v in batch.items()}
+    return batch
+
+  def __next__(self) -> dict:
+    if self.batch_sharding is None:
+      raise ValueError("TrainInput was built without batch_sharding; "
+                       "use next_host_batch()")
+    return to_device(self.next_host_batch(), self.batch_sharding, DEVICE_KEYS)
+
+  def save(self, directory: str) -> None:
+    """Writes the positions of this process's shards (one writer per shard)."""
+    if self._part == 0:
+      for shard in self.shards:
+        shard.save(directory)
+
+  def restore(self, directory: str) -> None:
+    """Repositions every shard; first rebuilds them if `directory` holds
+    another number of shards than this input has."""
+    saved = saved_num_shards(directory)
+    if saved is not None and saved != self.num_shards:
+      logging.warning("The input position was saved by %d input shards; this run has %d "
+                      "processes, so it keeps %d shards (process %d reads %s).", saved,
+                      self.process_count, saved, self.process_index,
+                      shard_assignment(saved, self.process_index, self.process_count)[0])
+      self._build(saved)
+    for shard in self.shards:
+      shard.restore(directory)
+
+  def _summed(self, counts: list[dict[str, int]]) -> dict[str, int]:
+    # A shard read by several processes is counted by its first reader only,
+    # so counts summed over processes count each record once.
+    return {k: sum(c[k] for c in counts) if self._part == 0 else 0 for k in counts[0]}
+
+  def skip_counts(self) -> dict[str, int]:
+    """Bad records skipped so far by this process's shards (TrainIterator.skip_counts)."""
+    return self._summed([shard.skip_counts() for shard in self.shards])
+
+  def filter_counts(self) -> dict[str, int]:
+    """Good records left out on purpose so far (TrainIterator.filter_counts)."""
+    return self._summed([shard.filter_counts() for shard in self.shards])
+
+
 def make_train_iterator(data_cfg: ml_collections.ConfigDict,
                         batch_sharding: Optional[jax.sharding.Sharding], *,
                         process_index: Optional[int] = None,
-                        process_count: Optional[int] = None) -> TrainIterator:
-  return TrainIterator(data_cfg, batch_sharding, process_index=process_index,
-                       process_count=process_count)
+                        process_count: Optional[int] = None,
+                        num_shards: int = 0) -> TrainInput:
+  """The training input of this process; `num_shards` 0: one shard per process."""
+  return TrainInput(data_cfg, batch_sharding, process_index=process_index,
+                    process_count=process_count, num_shards=num_shards)

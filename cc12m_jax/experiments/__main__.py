@@ -23,6 +23,7 @@ import sys
 from absl import app, flags
 from ml_collections import config_flags
 
+from cc12m_jax import config_check
 from cc12m_jax.experiments import results, runner, suite as suite_lib, validation
 
 SUITE = config_flags.DEFINE_config_file(
@@ -37,6 +38,19 @@ LAUNCHER = flags.DEFINE_string("launcher", "", "Command prefix of every stage (s
 PYTHON = flags.DEFINE_string("python", sys.executable, "Interpreter of the stage commands.")
 CHECK_DATA = flags.DEFINE_bool("check_data", True, "Check that the data has every source.")
 flags.mark_flags_as_required(["suite", "workdir"])
+
+
+def parse_flags(argv: list[str]) -> list[str]:
+  """absl's parsing; an unknown `--suite.` key is named with the closest known one."""
+  try:
+    return app.parse_flags_with_usage(list(argv))
+  except (AttributeError, KeyError, flags.Error):
+    try:
+      config_check.check_overrides(argv, name="suite")
+    except config_check.UnknownOverrideError as e:
+      sys.stderr.write(f"FATAL Flags parsing error: {e}\n")
+      sys.exit(1)
+    raise
 
 
 def main(argv: list[str]) -> None:
@@ -66,4 +80,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-  app.run(main)
+  app.run(main, flags_parser=parse_flags)

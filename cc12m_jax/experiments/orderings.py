@@ -42,7 +42,7 @@ class Cell:
 Cells = Mapping[tuple[str, str], Mapping[int, Cell]]  # (row, column) -> seed -> Cell
 
 
-def describe_difference(relation: str, left: str, right: str) -> tuple[list[tuple[float, str]], str]:
+def difference_terms(relation: str, left: str, right: str) -> tuple[list[tuple[float, str]], str]:
   """([(weight, row)], canonical relation '<' '<=' '~') for 'left relation right'."""
   if relation in (">", ">="):
     return [(1.0, left), (-1.0, right)], relation.replace(">", "<")
@@ -114,7 +114,7 @@ def comparisons(suite: Suite, claim: Claim, cells: Cells) -> list[dict[str, Any]
   rows, relations = chain_of(claim.chain)
   out = []
   for left, relation, right in zip(rows, relations, rows[1:]):
-    weighted, canonical = describe_difference(relation, left, right)
+    weighted, canonical = difference_terms(relation, left, right)
     out.append(_compare(suite, cells, [(w, r, claim.column) for w, r in weighted], canonical,
                         f"{left} {relation} {right} [{claim.column}]"))
   return out

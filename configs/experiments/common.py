@@ -19,6 +19,7 @@ import ml_collections
 
 from configs import base
 
+ConfigDict = ml_collections.ConfigDict
 SIZES = ("synthetic", "paper")
 DATA_DIRS = {"synthetic": "data/synthetic", "paper": "data/features"}
 # Only CIDEr is tabulated; METEOR's Java start-up and SPICE are left to the
@@ -40,7 +41,7 @@ def check_size(size: str) -> str:
 
 
 def suite(name: str, title: str, size: str, *, report_source: str, selection_source: str,
-          selection_metric: str, paper_table: str = "") -> ml_collections.ConfigDict:
+          selection_metric: str, paper_table: str = "") -> ConfigDict:
   c = ml_collections.ConfigDict()
   c.name = name
   c.title = f"{title} ({size} size)"
@@ -60,7 +61,7 @@ def suite(name: str, title: str, size: str, *, report_source: str, selection_sou
 
 def stage(config: str, mode: str, *, init_from: str = "", checkpoint_dir: str = "",
           sources: str = "", select: bool = False, checkpoint_step: int = -1,
-          **sections) -> ml_collections.ConfigDict:
+          **sections) -> ConfigDict:
   """One stage; keyword sections are config overrides, e.g. train={'num_train_steps': 10}."""
   return ml_collections.ConfigDict({
       "config": config, "mode": mode, "init_from": init_from,
@@ -68,21 +69,22 @@ def stage(config: str, mode: str, *, init_from: str = "", checkpoint_dir: str = 
       "checkpoint_step": checkpoint_step, "overrides": dict(sections)})
 
 
-def row(key: str, label: str, condition: str, stage_name: str, paper_row: str = ""):
+def row(key: str, label: str, condition: str, stage_name: str, paper_row: str = "") -> ConfigDict:
   return ml_collections.ConfigDict({"key": key, "label": label, "condition": condition,
                                     "stage": stage_name, "paper_row": paper_row or key})
 
 
-def column(key: str, label: str, source: str, metric: str, scale: float, stage_name: str = ""):
+def column(key: str, label: str, source: str, metric: str, scale: float,
+           stage_name: str = "") -> ConfigDict:
   return ml_collections.ConfigDict({"key": key, "label": label, "source": source,
                                     "metric": metric, "scale": scale, "stage": stage_name})
 
 
-def chain(text: str, column_key: str, chain_text: str):
+def chain(text: str, column_key: str, chain_text: str) -> ConfigDict:
   return ml_collections.ConfigDict({"text": text, "column": column_key, "chain": chain_text})
 
 
-def gain(text: str, low: str, high: str, larger: str, smaller: str):
+def gain(text: str, low: str, high: str, larger: str, smaller: str) -> ConfigDict:
   return ml_collections.ConfigDict({"text": text, "low": low, "high": high,
                                     "larger": larger, "smaller": smaller})
 
@@ -102,14 +104,14 @@ def _mixture(sources: str, fraction: float) -> dict:
 
 # ------------------------------------------------------------------ ic --
 
-def ic_pretrain(size: str, sources: str, fraction: float = 1.0):
+def ic_pretrain(size: str, sources: str, fraction: float = 1.0) -> ConfigDict:
   if size == "synthetic":
     return stage("configs/synthetic_pretrain.py", "pretrain", data=_mixture(sources, fraction))
   data = {"train_fractions": ",".join(str(fraction) for _ in sources.split(","))}
   return stage(_PAPER_IC_PRETRAIN[sources], "pretrain", data=data)
 
 
-def ic_train(size: str, source: str = "coco_train"):
+def ic_train(size: str, source: str = "coco_train") -> ConfigDict:
   """From scratch on the downstream data, checkpoints kept for step selection.
 
   The paper gives no schedule for its from-scratch model; at paper size this
@@ -125,7 +127,7 @@ def ic_train(size: str, source: str = "coco_train"):
                data={"train_sources": source}, train={"keep_checkpoints": 10})
 
 
-def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}"):
+def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}") -> ConfigDict:
   """The latest checkpoint of `of`, evaluated as is (zero-shot)."""
   if size == "synthetic":
     return stage("configs/synthetic_pretrain.py", "evaluate", checkpoint_dir=of, sources=sources,
@@ -134,7 +136,7 @@ def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}
 
 
 def ic_finetune(size: str, of: str = "ic_pretrain", source: str = "coco_train",
-                steps: int = 0, checkpoint_every: int = 0):
+                steps: int = 0, checkpoint_every: int = 0) -> ConfigDict:
   """COCO-style fine-tuning that keeps every checkpoint for step selection."""
   steps = steps or (300 if size == "synthetic" else 5_000)
   every = checkpoint_every or (50 if size == "synthetic" else 1_000)
@@ -145,7 +147,7 @@ def ic_finetune(size: str, of: str = "ic_pretrain", source: str = "coco_train",
 
 
 def ic_evaluate(size: str, of: str = "ic_finetune", sources: str = "{report_source}",
-                select: bool = True, checkpoint_step: int = -1):
+                select: bool = True, checkpoint_step: int = -1) -> ConfigDict:
   if size == "synthetic":
     return stage("configs/synthetic_finetune.py", "evaluate", checkpoint_dir=of, sources=sources,
                  select=select, checkpoint_step=checkpoint_step,
@@ -156,7 +158,7 @@ def ic_evaluate(size: str, of: str = "ic_finetune", sources: str = "{report_sour
 
 # ----------------------------------------------------------------- vlm --
 
-def vlm_pretrain(size: str, sources: str, fraction: float = 1.0):
+def vlm_pretrain(size: str, sources: str, fraction: float = 1.0) -> ConfigDict:
   refs = {"references": FLICKR_REFERENCES}
   if size == "synthetic":
     return stage("configs/vlm_synthetic_pretrain.py", "pretrain",
@@ -165,7 +167,7 @@ def vlm_pretrain(size: str, sources: str, fraction: float = 1.0):
   return stage(_PAPER_VLM_PRETRAIN[sources], "pretrain", data=data, eval=refs)
 
 
-def vlm_train(size: str, source: str = "flickr_train"):
+def vlm_train(size: str, source: str = "flickr_train") -> ConfigDict:
   """From scratch on Flickr train (the paper's from-scratch row; at paper size
   the Flickr fine-tuning schedule at the pre-training learning rate 3.2e-4)."""
   refs = {"references": FLICKR_REFERENCES}
@@ -178,7 +180,7 @@ def vlm_train(size: str, source: str = "flickr_train"):
   return stage("configs/vlm_flickr_finetune.py:3.2e-4", "pretrain", eval=refs)
 
 
-def vlm_as_is(size: str, of: str = "vlm_pretrain", sources: str = "flickr_test"):
+def vlm_as_is(size: str, of: str = "vlm_pretrain", sources: str = "flickr_test") -> ConfigDict:
   refs = {"references": FLICKR_REFERENCES}
   if size == "synthetic":
     return stage("configs/vlm_synthetic_pretrain.py", "evaluate", checkpoint_dir=of,
@@ -187,7 +189,7 @@ def vlm_as_is(size: str, of: str = "vlm_pretrain", sources: str = "flickr_test")
                eval=refs)
 
 
-def vlm_finetune(size: str, of: str = "vlm_pretrain"):
+def vlm_finetune(size: str, of: str = "vlm_pretrain") -> ConfigDict:
   refs = {"references": FLICKR_REFERENCES}
   if size == "synthetic":
     return stage("configs/vlm_synthetic_finetune.py", "finetune", init_from=of, eval=refs)
@@ -195,7 +197,7 @@ def vlm_finetune(size: str, of: str = "vlm_pretrain"):
 
 
 def vlm_evaluate(size: str, of: str = "vlm_finetune", sources: str = "{report_source}",
-                 select: bool = True):
+                 select: bool = True) -> ConfigDict:
   refs = {"references": FLICKR_REFERENCES}
   config = ("configs/vlm_synthetic_finetune.py" if size == "synthetic"
             else "configs/vlm_flickr_finetune.py")

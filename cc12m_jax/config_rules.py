@@ -41,8 +41,11 @@ def _positive(section: ml_collections.ConfigDict, name: str, keys: tuple[str, ..
 
 def _train(config: ml_collections.ConfigDict) -> None:
   t = config.train
-  _require(t.objective in objectives.names(), "train.objective",
-           f"{t.objective!r} is not one of {objectives.names()}.")
+  try:
+    objectives.get(t.objective)  # a registered name or a weighted sum ('ic+0.1*moc')
+  except ValueError as e:
+    raise ConfigError(str(e)) from e
+  _require(isinstance(t.init_partial, bool), "train.init_partial", "must be True or False.")
   _positive(t, "train", ("num_train_steps", "log_every_steps", "checkpoint_every_steps",
                          "keep_checkpoints"))
   _require(t.dropout_rng in step_lib.DROPOUT_RNGS, "train.dropout_rng",
@@ -51,6 +54,18 @@ def _train(config: ml_collections.ConfigDict) -> None:
   if config.mode == "finetune":
     _require(bool(t.init_from), "train.init_from",
              "fine-tuning needs the pre-trained checkpoint directory.")
+
+
+def _objectives(config: ml_collections.ConfigDict) -> None:
+  """The masked objectives' settings, checked whichever objective runs (they are cheap)."""
+  o = config.objectives
+  _require(0.0 < o.text_mask_rate <= 1.0, "objectives.text_mask_rate", "must be in (0, 1].")
+  _require(0.0 < o.region_mask_rate <= 1.0, "objectives.region_mask_rate", "must be in (0, 1].")
+  for key in ("mask_token_prob", "random_token_prob"):
+    _require(0.0 <= o[key] <= 1.0, f"objectives.{key}", "must be in [0, 1].")
+  _require(o.mask_token_prob + o.random_token_prob <= 1.0, "objectives.random_token_prob",
+           f"mask_token_prob + random_token_prob = "
+           f"{o.mask_token_prob + o.random_token_prob:g} exceeds 1.")
 
 
 def _optim(o: ml_collections.ConfigDict) -> None:
@@ -110,9 +125,9 @@ def _eval(config: ml_collections.ConfigDict) -> None:
   _require(kind_name in evaluators.EVALUATORS, "eval.evaluator",
            f"{kind_name!r} is not one of {sorted(evaluators.EVALUATORS)} ('' = the objective's).")
   kind = evaluators.EVALUATORS[kind_name]
-  _require(config.train.objective in kind.model_objectives, "eval.evaluator",
+  _require(evaluators.can_score(kind, config.train.objective), "eval.evaluator",
            f"the {kind_name!r} evaluator cannot score a {config.train.objective!r} model "
-           f"(it scores {kind.model_objectives}).")
+           f"(it scores models trained on one of {kind.model_objectives}).")
   try:
     metric_names = kind.metric_names(config)
   except ValueError as ex:
@@ -123,6 +138,11 @@ def _eval(config: ml_collections.ConfigDict) -> None:
     raise ConfigError(str(ex)) from ex
   sources = evaluators.eval_sources(config)
   needs_eval = config.mode in ("evaluate", "predict") or config.train.eval_every_steps > 0
+  _require(kind_name != "none" or not needs_eval, "eval.evaluator",
+           f"a {config.train.objective!r} model has no evaluator before fine-tuning "
+           f"('none'), but mode {config.mode!r} / train.eval_every_steps="
+           f"{config.train.eval_every_steps} evaluates; set train.eval_every_steps=0 and "
+           "fine-tune with ic (docs/objectives.md).")
   _require(bool(sources) or not needs_eval, "data.eval_sources",
            f"names no source, but mode {config.mode!r} / train.eval_every_steps="
            f"{config.train.eval_every_steps} evaluates.")
@@ -154,6 +174,7 @@ def validate(config: ml_collections.ConfigDict, num_devices: int | None = None) 
   """Raises ConfigError naming the first bad key; `num_devices` defaults to all devices."""
   _require(config.mode in MODES, "mode", f"{config.mode!r} is not one of {MODES}.")
   _train(config)
+  _objectives(config)
   _optim(config.optim)
   _model(config.model)
   _data(config.data)

@@ -4,7 +4,9 @@
   metric_names(config) -> set[str]              what its results' metrics are called
 
 `config.eval.evaluator` names one; '' takes the objective's own (its
-EVALUATOR: 'captioning' for ic, 'retrieval' for vlm).
+EVALUATOR: 'captioning' for ic and ic + x, 'retrieval' for vlm, 'none' for
+the pre-training objectives mlm, mass and moc, whose models are scored only
+after fine-tuning with ic: docs/objectives.md).
 """
 from __future__ import annotations
 
@@ -23,7 +25,15 @@ from cc12m_jax.objectives import registry as objectives
 class EvaluatorKind:
   build: Callable[[ml_collections.ConfigDict, RunSetup, str], Evaluator]
   metric_names: Callable[[ml_collections.ConfigDict], set[str]]
-  model_objectives: tuple[str, ...]  # objectives whose models it can score
+  # The tasks (objectives.registry.tasks) of which a model needs one: a
+  # captioner for 'captioning' (ic, ic+0.1*moc, ...), image and text towers
+  # for 'retrieval' (vlm, ic+0.1*vlm).
+  model_objectives: tuple[str, ...]
+
+
+def _no_evaluator(config: ml_collections.ConfigDict, setup: RunSetup, source: str) -> Evaluator:
+  raise ValueError(f"config.eval.evaluator='none' ({config.train.objective!r}): nothing scores "
+                   f"this model on {source!r}; fine-tune it with ic first (docs/objectives.md).")
 
 
 EVALUATORS: dict[str, EvaluatorKind] = {
@@ -31,7 +41,14 @@ EVALUATORS: dict[str, EvaluatorKind] = {
                                 ("ic",)),
     "retrieval": EvaluatorKind(retrieval_eval.RetrievalEvaluator, retrieval_eval.metric_names,
                                ("vlm",)),
+    # mlm / mass / moc pre-training: no evaluation until fine-tuned.
+    "none": EvaluatorKind(_no_evaluator, lambda config: set(), tuple(objectives.names())),
 }
+
+
+def can_score(evaluator_kind: EvaluatorKind, objective: str) -> bool:
+  """Whether the model of `objective` has a task the evaluator scores."""
+  return bool(set(objectives.tasks(objective)) & set(evaluator_kind.model_objectives))
 
 
 def evaluator_name(config: ml_collections.ConfigDict) -> str:

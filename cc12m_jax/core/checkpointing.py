@@ -134,24 +134,26 @@ def saved_steps(path: str, key: str = "config.train.init_from") -> list[int]:
 
 def load_pretrained_params(init_from: str, step: int, target_params: Any,
                            param_shardings: Any, *, key: str = "config.train.init_from",
-                           step_key: str = "config.train.init_step") -> tuple[Any, int]:
+                           step_key: str = "config.train.init_step",
+                           fresh_params: Any | None = None) -> tuple[Any, int]:
   """Parameters of `init_from/checkpoints/<step>` (step -1: latest), checked against the model.
 
   Every model parameter must exist in the checkpoint with the same shape; a
   difference in the vocabulary dimension is reported as a vocabulary
   mismatch. Optimizer state and step are not loaded. `key` / `step_key` are
   the config fields that named the directory and step, for error messages.
+
+  With `fresh_params` (the model's own initial parameters, a tree like
+  `target_params`: config.train.init_partial) the load is partial: a
+  parameter the checkpoint lacks keeps its fresh value, e.g. the decoder
+  when an mlm encoder is fine-tuned for captioning. Both lists are logged.
+  Shapes must still match (a different vocabulary is a mistake, not a part
+  to start afresh), and at least one parameter must load.
   """
-  directory = checkpoint_directory(init_from, key)
-  manager = _state_manager(directory)
-  steps = manager.all_steps()
-  if not steps:
-    raise InitFromError(f"{key}={init_from!r}: no checkpoint steps in {directory}.")
-  if step < 0:
-    step = max(steps)
-  elif step not in steps:
-    raise InitFromError(f"{step_key}={step} not in {init_from!r} (has {sorted(steps)}).")
-  saved = manager.item_metadata(step)[STATE_ITEM]["params"]
+  manager, step, saved = _open_step(init_from, step, key, step_key)
+  if fresh_params is not None:
+    return _load_partial(manager, step, saved, init_from, target_params, param_shardings,
+                         fresh_params, key=key)
   _check_param_shapes(saved, target_params, init_from)
   abstract = _abstract({"params": target_params}, {"params": param_shardings})
   restore_args = ocp.checkpoint_utils.construct_restore_args(abstract)
@@ -166,14 +168,70 @@ def load_pretrained_params(init_from: str, step: int, target_params: Any,
   return params, step
 
 
-def _check_param_shapes(saved: Any, target: Any, source: str) -> None:
+def _open_step(init_from: str, step: int, key: str, step_key: str
+               ) -> tuple[ocp.CheckpointManager, int, Any]:
+  """(manager, the step, the saved parameters' metadata) of `init_from`; step -1: latest."""
+  directory = checkpoint_directory(init_from, key)
+  manager = _state_manager(directory)
+  steps = manager.all_steps()
+  if not steps:
+    raise InitFromError(f"{key}={init_from!r}: no checkpoint steps in {directory}.")
+  if step < 0:
+    step = max(steps)
+  elif step not in steps:
+    raise InitFromError(f"{step_key}={step} not in {init_from!r} (has {sorted(steps)}).")
+  return manager, step, manager.item_metadata(step)[STATE_ITEM]["params"]
+
+
+def _load_partial(manager: ocp.CheckpointManager, step: int, saved: Any, init_from: str,
+                  target_params: Any, param_shardings: Any, fresh_params: Any, *,
+                  key: str) -> tuple[Any, int]:
+  """load_pretrained_params with fresh values for the parameters the checkpoint lacks."""
+  _check_param_shapes(saved, target_params, init_from, allow_missing=True)
+  saved_names = {jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(saved)}
+  flat_target = jax.tree_util.tree_leaves_with_path(target_params)
+  flat_shardings = jax.tree_util.tree_leaves(param_shardings)
+  present: dict = {}  # the nested sub-tree of the parameters the checkpoint has
+  for (path, leaf), leaf_sharding in zip(flat_target, flat_shardings):
+    if jax.tree_util.keystr(path) in saved_names:
+      node = present
+      for part in path[:-1]:
+        node = node.setdefault(part.key, {})
+      node[path[-1].key] = jax.ShapeDtypeStruct(leaf.shape, leaf.dtype, sharding=leaf_sharding)
+  if not present:
+    raise InitFromError(f"{key}={init_from!r}: the checkpoint has none of the model's "
+                        "parameters.")
+  abstract = {"params": present}
+  restore_args = ocp.checkpoint_utils.construct_restore_args(abstract)
+  restored = manager.restore(step, args=ocp.args.Composite(**{
+      STATE_ITEM: ocp.args.PyTreeRestore(item=abstract, restore_args=restore_args,
+                                         partial_restore=True)}))
+  manager.close()
+  loaded = {jax.tree_util.keystr(p): v for p, v in
+            jax.tree_util.tree_leaves_with_path(restored[STATE_ITEM]["params"])}
+  fresh = [jax.tree_util.keystr(p) for p, _ in jax.tree_util.tree_leaves_with_path(fresh_params)
+           if jax.tree_util.keystr(p) not in loaded]
+  params = jax.tree_util.tree_map_with_path(
+      lambda p, v: loaded.get(jax.tree_util.keystr(p), v), fresh_params)
+  logging.info("Loaded %d parameter arrays from %s step %d:\n  %s", len(loaded), init_from,
+               step, "\n  ".join(sorted(loaded)))
+  logging.warning("%d parameter arrays are not in %s and start fresh "
+                  "(config.train.init_partial):\n  %s", len(fresh), init_from,
+                  "\n  ".join(fresh) or "(none)")
+  return params, step
+
+
+def _check_param_shapes(saved: Any, target: Any, source: str, *,
+                        allow_missing: bool = False) -> None:
   saved_flat = {jax.tree_util.keystr(p): tuple(v.shape)
                 for p, v in jax.tree_util.tree_leaves_with_path(saved)}
   errors = []
   for path, leaf in jax.tree_util.tree_leaves_with_path(target):
     name = jax.tree_util.keystr(path)
     if name not in saved_flat:
-      errors.append(f"{name}: missing in checkpoint")
+      if not allow_missing:
+        errors.append(f"{name}: missing in checkpoint (config.train.init_partial=True "
+                      "starts such parameters fresh)")
     elif saved_flat[name] != tuple(leaf.shape):
       kind = ("vocabulary mismatch" if ("text_embedding" in name and "lookup" in name)
               or "logits_projection" in name else "shape mismatch")

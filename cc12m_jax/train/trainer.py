@@ -164,8 +164,11 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
   else:
     params = None
     if tcfg.init_from:
+      # init_partial: what the checkpoint lacks keeps the seed's initial value.
+      fresh = training.new_state(tcfg.seed)["params"] if tcfg.init_partial else None
       params, _ = checkpointing.load_pretrained_params(
-          tcfg.init_from, tcfg.init_step, setup.abstract_params, setup.param_shardings)
+          tcfg.init_from, tcfg.init_step, setup.abstract_params, setup.param_shardings,
+          fresh_params=fresh)
     state = training.new_state(tcfg.seed, params)
   if is_chief:
     parameter_overview.log_parameter_overview(

@@ -1,0 +1,33 @@
+"""Table 12: ic with an auxiliary loss weighted 0.1, vlm or moc; nocaps val CIDEr
+after COCO fine-tuning of CC12M pre-training (paper: ic 87.4, ic + 0.1 vlm
+87.1, ic + 0.1 moc 89.9).
+
+  python -m cc12m_jax.experiments --suite=configs/experiments/table12.py[:paper] --workdir=W
+
+The moc row reads the region clusters of the pre-training data, computed
+once before the suite (docs/objectives.md):
+  python -m cc12m_jax.data.clusters --data_dir=data/synthetic --source=cc12m \
+      --num_clusters=256 --sample_regions=50000        (paper size: data/features, 1024)
+"""
+from configs import ablation_pretrain
+from configs.experiments import ablation, common
+
+LABELS = {"ic": "ic", "ic+0.1*vlm": "ic + 0.1 vlm", "ic+0.1*moc": "ic + 0.1 moc"}
+
+
+def get_config(size: str = "synthetic"):
+  size = common.check_size(size)
+  c = common.suite("table12", "Table 12: auxiliary pre-training losses, nocaps val CIDEr", size,
+                   report_source="nocaps_val", selection_source="coco_val",
+                   selection_metric="overall/CIDEr")
+  for row in ablation_pretrain.TABLE12:
+    key = "cc12m" if row == "ic" else ablation.row_key(row)
+    c.conditions[key] = ablation.condition(size, row)
+    c.rows.append(common.row("ic" if row == "ic" else key, LABELS[row], key, "ic_evaluate"))
+  c.columns = ablation.nocaps_columns()
+  c.claims = [
+      common.chain("ic + 0.1 moc beats ic (89.9 > 87.4)", "overall", "ic < ic_moc"),
+      common.chain("ic + 0.1 vlm is no better than ic (87.1 against 87.4)", "overall",
+                   "ic_vlm <= ic"),
+  ]
+  return c

@@ -230,11 +230,13 @@ def _check_param_shapes(saved: Any, target: Any, source: str, *,
     name = jax.tree_util.keystr(path)
     if name not in saved_flat:
       if not allow_missing:
-        errors.append(f"{name}: missing in checkpoint (config.train.init_partial=True "
-                      "starts such parameters fresh)")
+        errors.append(f"{name}: missing in checkpoint")
     elif saved_flat[name] != tuple(leaf.shape):
       kind = ("vocabulary mismatch" if ("text_embedding" in name and "lookup" in name)
               or "logits_projection" in name else "shape mismatch")
       errors.append(f"{name}: {kind}: checkpoint {saved_flat[name]} vs model {tuple(leaf.shape)}")
   if errors:
-    raise InitFromError(f"Cannot initialise from {source!r}:\n  " + "\n  ".join(errors))
+    hint = ("\n(config.train.init_partial=True starts the missing parameters fresh, e.g. the "
+            "decoder of an mlm encoder)" if any(e.endswith("missing in checkpoint")
+                                                for e in errors) else "")
+    raise InitFromError(f"Cannot initialise from {source!r}:\n  " + "\n  ".join(errors) + hint)

@@ -31,7 +31,7 @@ def test_an_mlm_encoder_loads_partially_and_the_decoder_starts_fresh(tmp_path, c
   workdir = str(tmp_path / "mlm")
   _save(workdir, mlm_params)
   # Without init_partial the missing decoder is an error that names the option.
-  with pytest.raises(checkpointing.InitFromError, match="decoder.*missing in checkpoint.*"
+  with pytest.raises(checkpointing.InitFromError, match="(?s)decoder.*missing in checkpoint.*"
                      "init_partial=True"):
     checkpointing.load_pretrained_params(workdir, -1, setup.abstract_params,
                                          setup.param_shardings)

@@ -8,18 +8,41 @@ The input position is written (synchronously) *before* the orbax save of the
 same step starts, and a step counts as restorable only when both exist, so a
 crash between the two falls back to the previous complete step. Restoring
 onto a different mesh shape only needs the target shardings.
+
+`Checkpointer.restore_latest` restores the newest step that restores: a
+damaged step (files missing, truncated or zeroed, in its state or its input
+position) is reported with what is wrong and where, and the step before it is
+tried; once one restores, the damaged newer steps are moved to
+`checkpoints_damaged/`. When checkpoints exist but none restores, the run
+fails (CheckpointError) rather than start again from step 0. A save that
+fails (a full disk) is one CheckpointSaveError naming the directory and the
+OS error.
 """
 from __future__ import annotations
 
+import errno as errno_lib
 import logging
 import os
+import re
+import sys
 from typing import Any, Mapping
 
 import jax
 import orbax.checkpoint as ocp
+import tensorflow as tf
 from etils import epath
+from jax.experimental import multihost_utils
 
 STATE_ITEM = "state"
+DAMAGED_DIR = "checkpoints_damaged"
+
+
+class CheckpointError(RuntimeError):
+  """Checkpoints exist in the workdir but none can be restored."""
+
+
+class CheckpointSaveError(RuntimeError):
+  """A checkpoint could not be written; names the directory and the OS error."""
 
 
 def _abstract(tree: Any, shardings: Any) -> Any:
@@ -49,11 +72,20 @@ class Checkpointer:
         item_names=(STATE_ITEM,),
         options=ocp.CheckpointManagerOptions(
             max_to_keep=keep, create=True, enable_async_checkpointing=use_async))
+    self._pending: int | None = None  # the step of the async save in flight
+    self._failed = False              # a save error was reported: do not report it again
+    # A failed save reports itself once (CheckpointSaveError), not with the
+    # ~2,000 lines orbax and tensorstore print about it.
+    for logger in ("absl", "asyncio"):  # orbax logs through absl; idempotent
+      logging.getLogger(logger).addFilter(_ORBAX_FILTER)
+    sys.unraisablehook = _unraisable_hook
 
   def _input_dir(self, step: int) -> epath.Path:
     return self.input_directory / str(step)
 
   def restorable_steps(self) -> list[int]:
+    """Steps with a state and an input position (a quick look: restore_latest
+    finds out whether they restore)."""
     steps = self.manager.all_steps()
     return sorted(s for s in steps if self._input_dir(s).exists())
 
@@ -66,14 +98,110 @@ class Checkpointer:
 
     Without `train_iter` only the state is written (e.g. the best parameters
     kept by core/selection.py): such a step can initialise a run
-    (config.train.init_from) but is not a step to resume from.
+    (config.train.init_from) but is not a step to resume from. A failure,
+    this save's or the previous async one's, is a CheckpointSaveError.
     """
-    if train_iter is not None:
-      input_dir = self._input_dir(step)
-      input_dir.mkdir(parents=True, exist_ok=True)
-      train_iter.save(str(input_dir))
-    self.manager.save(step, args=ocp.args.Composite(**{STATE_ITEM: ocp.args.PyTreeSave(dict(state))}))
+    self.wait()  # the previous save's error belongs to its own step
+    try:
+      if train_iter is not None:
+        input_dir = self._input_dir(step)
+        input_dir.mkdir(parents=True, exist_ok=True)
+        train_iter.save(str(input_dir))
+      self.manager.save(step, args=ocp.args.Composite(**{
+          STATE_ITEM: ocp.args.PyTreeSave(dict(state))}))
+    except Exception as e:  # orbax, tensorstore and tf.io raise many kinds
+      raise self._save_failed(step, e) from None
+    self._pending = step
     self._prune_input_states(keep_also=step)
+
+  def _save_failed(self, step: int, error: BaseException) -> CheckpointSaveError:
+    """The one error to report for a failed save of `step` (logged once)."""
+    self._failed = True
+    os_error = _os_error(error)
+    cause = str(os_error) if os_error else _first_line(error)
+    where = _written_path(error)
+    complete = [s for s in self.restorable_steps() if s != step]
+    kept = (f"the last complete checkpoint, step {complete[-1]}, is kept" if complete
+            else "no checkpoint was completed")
+    message = (f"Could not write the checkpoint of step {step} to "
+               f"{self.directory.parent}: {cause}"
+               + (f" (writing {where})" if where else "")
+               + f"; {kept}. Free space or fix the directory, then run the same command "
+               "to resume.")
+    return CheckpointSaveError(message)
+
+  def restore_latest(self, target: Mapping[str, Any], shardings: Mapping[str, Any],
+                     train_iter: Any | None) -> tuple[int, dict] | None:
+    """(step, state) of the newest step that restores; None when there is no checkpoint.
+
+    A step that does not restore is logged (what is wrong, where) and the
+    step before it is tried. Once one restores, the newer damaged steps are
+    moved to <workdir>/checkpoints_damaged/ (orbax would skip every save up
+    to their step otherwise). When none restores: CheckpointError listing
+    every step's problem (starting from step 0 would throw the run away).
+    """
+    steps = sorted(self.manager.all_steps(), reverse=True)
+    problems: dict[int, str] = {}
+    for step in steps:
+      try:
+        state = self.restore(step, target, shardings, train_iter)
+      except Exception as e:  # orbax / tensorstore / tf: ValueError, KeyError, plain Exception...
+        problems[step] = self._describe_damage(step, e)
+        logging.error("Checkpoint step %d cannot be restored: %s", step, problems[step])
+        continue
+      if problems:
+        self._set_aside(sorted(problems))
+        logging.warning("Resumed from step %d, the newest checkpoint that restores; the damaged "
+                        "newer step(s) %s were moved to %s.", step, sorted(problems),
+                        self.directory.parent / DAMAGED_DIR)
+      return step, state
+    if steps:
+      listing = "\n  ".join(f"step {s}: {p}" for s, p in problems.items())
+      raise CheckpointError(
+          f"No checkpoint in {self.directory} can be restored, so the run cannot resume "
+          f"(and starting from step 0 would discard it):\n  {listing}\n"
+          f"Restore the files, or move {self.directory} and {self.input_directory} aside to "
+          "start afresh.")
+    return None
+
+  def _describe_damage(self, step: int, error: BaseException) -> str:
+    """What is wrong with `step` (missing or empty files, where) and the restore error."""
+    step_dir = self.directory / str(step)
+    state_dir = step_dir / STATE_ITEM
+    found = []
+    if not state_dir.exists():
+      found.append(f"{state_dir} is missing")
+    else:
+      for name in ("manifest.ocdbt", "_METADATA"):
+        if not (state_dir / name).exists():
+          found.append(f"{state_dir / name} is missing")
+      if not (state_dir / "d").exists():
+        found.append(f"{state_dir / 'd'} is missing")
+      # A walk of one step's few dozen files, only once its restore failed.
+      for root, _, names in tf.io.gfile.walk(str(state_dir)):
+        found += [f"{root}/{n} is empty" for n in names
+                  if tf.io.gfile.stat(f"{root}/{n}").length == 0]
+    if not self._input_dir(step).exists():
+      found.append(f"{self._input_dir(step)} (the input position) is missing")
+    return "; ".join(found + [f"restore failed: {_first_line(error)}"])
+
+  def _set_aside(self, steps: list[int]) -> None:
+    """Moves damaged `steps` (state and input position) to checkpoints_damaged/<step>."""
+    _sync("cc12m_jax_checkpoint_set_aside_start")
+    if jax.process_index() == 0:
+      damaged = self.directory.parent / DAMAGED_DIR
+      damaged.mkdir(parents=True, exist_ok=True)
+      for step in steps:
+        target = damaged / str(step)
+        suffix = 0
+        while target.exists():  # the same step damaged again in an earlier attempt
+          suffix += 1
+          target = damaged / f"{step}.{suffix}"
+        (self.directory / str(step)).rename(target)
+        if self._input_dir(step).exists():
+          self._input_dir(step).rename(target / "input_state")
+    _sync("cc12m_jax_checkpoint_set_aside_done")
+    self.manager.reload()
 
   def _prune_input_states(self, keep_also: int) -> None:
     if jax.process_index() != 0 or not self.input_directory.exists():
@@ -95,11 +223,132 @@ class Checkpointer:
     return dict(restored[STATE_ITEM])
 
   def wait(self) -> None:
-    self.manager.wait_until_finished()
+    """Waits for the async save in flight; its failure is a CheckpointSaveError."""
+    if self._failed:
+      return
+    try:
+      self.manager.wait_until_finished()
+    except Exception as e:  # orbax re-raises its writer threads' errors here
+      raise self._save_failed(self._pending, e) from None
 
   def close(self) -> None:
-    self.manager.wait_until_finished()
-    self.manager.close()
+    """Finishes the save in flight (an error unless one was already reported) and closes."""
+    try:
+      self.wait()
+    finally:
+      try:
+        self.manager.close()
+      except Exception:  # pylint: disable=broad-except
+        if not self._failed:
+          raise
+
+
+def _sync(name: str) -> None:
+  """A barrier of all processes (none needed with one)."""
+  if jax.process_count() > 1:
+    multihost_utils.sync_global_devices(name)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+  """`error` and its causes / contexts, outermost first."""
+  out, seen = [], set()
+  while error is not None and id(error) not in seen:
+    seen.add(id(error))
+    out.append(error)
+    error = error.__cause__ or error.__context__
+  return out
+
+
+def _first_line(error: BaseException, limit: int = 400) -> str:
+  """Type and first line of `error`, with its innermost cause's when that says more."""
+  parts = []
+  for e in _chain(error):
+    line = (str(e).strip().splitlines() or [""])[0]
+    parts.append(f"{type(e).__name__}: {line[:limit]}")
+  return parts[0] if len(parts) == 1 else f"{parts[0]} (from {parts[-1]})"
+
+
+# tensorstore reports OS errors as text: "... [os_error_code='28']".
+_OS_ERROR_CODE = re.compile(r"os_error_code=\W*(\d+)")
+_ERRNO_TEXT = {os.strerror(n): n for n in (errno_lib.ENOSPC, errno_lib.EFBIG, errno_lib.EDQUOT,
+                                            errno_lib.EROFS, errno_lib.EACCES, errno_lib.EIO)}
+
+
+def _os_error(error: BaseException) -> OSError | None:
+  """The OS error behind a failed write, from the exception chain or its text."""
+  for e in _chain(error):
+    if isinstance(e, OSError) and e.errno:
+      return e
+  for e in _chain(error):
+    text = str(e)
+    match = _OS_ERROR_CODE.search(text)
+    if match:
+      code = int(match.group(1))
+      return OSError(code, os.strerror(code))
+    for strerror, code in _ERRNO_TEXT.items():
+      if strerror in text:
+        return OSError(code, strerror)
+  return None
+
+
+# The file a failed write names, most specific first: tensorstore's
+# 'Failed writing: "<path>"', tf.io's '<path>; No space left on device'.
+_WRITTEN_PATHS = [re.compile(r'Failed (?:writing|to open)[^"]*"([^"]+)"'),
+                  re.compile(r"(\S+); (?:" + "|".join(map(re.escape, _ERRNO_TEXT)) + ")"),
+                  re.compile(r'local file "([^"]+)"')]
+
+
+def _written_path(error: BaseException) -> str | None:
+  for pattern in _WRITTEN_PATHS:
+    for e in _chain(error):
+      match = pattern.search(str(e))
+      if match:
+        return match.group(1)
+  return None
+
+
+class _OrbaxTracebacksOff(logging.Filter):
+  """Keeps orbax's error lines but not their tracebacks: one failed save logs
+  the same error with a traceback from each of its threads (~500 lines on a
+  full disk), burying the CheckpointSaveError that says what happened. On
+  the asyncio logger: drops 'Task exception was never retrieved' of the
+  write tasks orbax abandons after the failure."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if not record.exc_info:
+      return True
+    if "/orbax/" in record.pathname:
+      record.exc_info, record.exc_text = None, None
+      return True
+    traceback = record.exc_info[2]
+    while traceback is not None:
+      if "/orbax/" in traceback.tb_frame.f_code.co_filename:
+        return False
+      traceback = traceback.tb_next
+    return True
+
+
+_ORBAX_FILTER = _OrbaxTracebacksOff()
+
+
+def _orbax_aftermath(unraisable: Any) -> bool:
+  """An unraisable error that only repeats a failed orbax save: tensorstore
+  callbacks finding orbax's per-save event loop closed (hundreds of them
+  after one failed write), and the abandoned write coroutines collected at
+  exit."""
+  error, obj = unraisable.exc_value, unraisable.object
+  if isinstance(error, RuntimeError) and str(error) == "Event loop is closed":
+    return True
+  code = getattr(obj, "cr_code", None)
+  return code is not None and "/orbax/" in code.co_filename
+
+
+def _unraisable_hook(unraisable: Any) -> None:
+  if not _orbax_aftermath(unraisable):
+    _PREVIOUS_UNRAISABLE_HOOK(unraisable)
+
+
+_PREVIOUS_UNRAISABLE_HOOK = sys.unraisablehook
 
 
 class InitFromError(ValueError):

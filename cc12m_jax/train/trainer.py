@@ -13,7 +13,9 @@ import dataclasses
 import logging
 import math
 import os
+import queue
 import signal
+import threading
 import time
 from typing import Any, Callable, Iterator, Mapping
 
@@ -22,8 +24,9 @@ import ml_collections
 import numpy as np
 from clu import metric_writers, parameter_overview, periodic_actions
 from etils import epath
+from jax.experimental import multihost_utils
 
-from cc12m_jax.core import checkpointing, evaluator as evaluator_lib, selection
+from cc12m_jax.core import checkpointing, evaluator as evaluator_lib, selection, workdir_lock
 from cc12m_jax.core.evaluator import Evaluator
 from cc12m_jax.core.run_setup import RunSetup
 from cc12m_jax.data import pipeline
@@ -107,6 +110,59 @@ class _Preemption:
       signal.signal(signal.SIGTERM, self._previous)
 
 
+# After SIGTERM, how long a batch the input pipeline is still producing is
+# waited for (then the step runs and is saved as usual); past it the run
+# stops without a new checkpoint. Preemption notices give ~30 s in all.
+INPUT_GRACE_S = 10.0
+
+
+class _InputFetcher:
+  """Fetches each batch on a daemon thread, so the main thread, waiting in
+  short slices, still runs the SIGTERM handler while the input pipeline is
+  stuck (a Python signal handler only runs between bytecodes, never while
+  the main thread is inside TensorFlow).
+
+  A batch is fetched only when the loop asks for it, as before: the input
+  position saved after a step is never ahead of the batches trained on.
+  """
+
+  def __init__(self, iterator: Iterator):
+    self._iterator = iterator
+    self._requests: queue.Queue = queue.Queue()
+    self._results: queue.Queue = queue.Queue()
+    # Daemon: a fetch stuck forever must not keep the process alive at exit.
+    threading.Thread(target=self._run, name="input-fetcher", daemon=True).start()
+
+  def _run(self) -> None:
+    while self._requests.get():
+      try:
+        self._results.put((True, next(self._iterator)))
+      except BaseException as e:  # pylint: disable=broad-except  (re-raised by next())
+        self._results.put((False, e))
+
+  def next(self, stop_requested: Callable[[], bool], grace_s: float = INPUT_GRACE_S,
+           poll_s: float = 0.2) -> Any | None:
+    """The next batch; None when stop_requested() turned true and the batch
+    did not follow within `grace_s`. The pipeline's errors are raised here."""
+    self._requests.put(True)
+    deadline = None
+    while True:
+      try:
+        ok, value = self._results.get(timeout=poll_s)
+      except queue.Empty:
+        if deadline is None and stop_requested():
+          deadline = time.monotonic() + grace_s
+        if deadline is not None and time.monotonic() > deadline:
+          return None
+        continue
+      if ok:
+        return value
+      raise value
+
+  def close(self) -> None:
+    self._requests.put(False)  # ends the thread once it is free
+
+
 def _fetch_and_check(pending: list[tuple[int, dict]], last_saved: int | None,
                      workdir: str) -> list[tuple[int, dict]]:
   """Host copies of pending metrics; raises on the first non-finite loss."""
@@ -118,19 +174,40 @@ def _fetch_and_check(pending: list[tuple[int, dict]], last_saved: int | None,
   return fetched
 
 
+def input_counts(train_iter: pipeline.TrainInput) -> dict[str, dict[str, int]]:
+  """Records not trained on so far, summed over hosts: {'skipped': bad records
+  (and damaged shard reads) by reason, 'filtered': good ones left out on
+  purpose (excluded ids, sub-sampling)}. A collective with several processes."""
+  groups = {"skipped": train_iter.skip_counts(), "filtered": train_iter.filter_counts()}
+  names = [(g, k) for g, counts in groups.items() for k in counts]
+  values = np.array([groups[g][k] for g, k in names], np.int64)
+  if jax.process_count() > 1:
+    values = np.asarray(multihost_utils.process_allgather(values)).sum(axis=0)
+  out: dict[str, dict[str, int]] = {g: {} for g in groups}
+  for (g, k), v in zip(names, values):
+    out[g][k] = int(v)
+  return out
+
+
 def _log_train_metrics(writer, fetched, step, *, elapsed, steps_done, per_device_batch,
-                       remaining_steps):
+                       remaining_steps, not_trained_on):
   scalars = {f"train/{k}": float(np.mean([m[k] for _, m in fetched])) for k in fetched[-1][1]}
   steps_per_sec = steps_done / max(elapsed, 1e-9)
   scalars["train/steps_per_sec"] = steps_per_sec
   scalars["train/examples_per_sec_per_device"] = steps_per_sec * per_device_batch
+  for group, counts in not_trained_on.items():  # train/skipped/<reason>, train/filtered/<reason>
+    scalars.update({f"train/{group}/{k}": float(v) for k, v in counts.items()})
   writer.write_scalars(step, scalars)
   eta = remaining_steps / max(steps_per_sec, 1e-9)
-  logging.info("step %d: loss %.4f acc %.3f | %.2f steps/s, %.1f examples/s/device, ETA %s",
+  skipped = not_trained_on["skipped"]
+  reasons = ", ".join(f"{k} {v}" for k, v in skipped.items() if v)
+  logging.info("step %d: loss %.4f acc %.3f | %.2f steps/s, %.1f examples/s/device, ETA %s"
+               " | skipped %d%s",
                step, scalars.get("train/loss", float("nan")),
                scalars.get("train/token_accuracy", float("nan")), steps_per_sec,
                scalars["train/examples_per_sec_per_device"],
-               time.strftime("%H:%M:%S", time.gmtime(eta)))
+               time.strftime("%H:%M:%S", time.gmtime(eta)), sum(skipped.values()),
+               f" ({reasons})" if reasons else "")
 
 
 def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
@@ -144,9 +221,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
   cc12m_jax.evaluation.registry) run every config.train.eval_every_steps.
   `on_step` is called after every step (tests drive faults through it).
   Returns the final state (dict of global arrays).
+
+  The workdir is locked for the whole run (core/workdir_lock.py): a second
+  trainer on it fails at once with WorkdirLockedError naming this one. Only
+  process 0 takes the lock; the other processes of the run share the workdir.
   """
-  is_chief = jax.process_index() == 0
   epath.Path(workdir).mkdir(parents=True, exist_ok=True)
+  if jax.process_index() != 0:
+    return _train_and_evaluate(config, workdir, setup, evaluators, on_step=on_step)
+  with workdir_lock.WorkdirLock(workdir):
+    return _train_and_evaluate(config, workdir, setup, evaluators, on_step=on_step)
+
+
+def _train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
+                        setup: RunSetup | None,
+                        evaluators: Mapping[str, Evaluator] | None, *,
+                        on_step: Callable[[StepEvent], None] | None) -> dict:
+  """train_and_evaluate, the workdir locked."""
+  is_chief = jax.process_index() == 0
   setup = setup if setup is not None else RunSetup(config)
   training = state_lib.TrainSetup(setup, config.optim)
   tcfg = config.train
@@ -157,10 +249,13 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
                                     use_async=tcfg.async_checkpointing)
   train_iter = pipeline.make_train_iterator(config.data, setup.batch_sharding)
 
-  latest = ckpt.latest_step()
-  if latest is not None:
+  # The newest step that restores (damaged newer ones are reported and set
+  # aside); CheckpointError when checkpoints exist but none restores.
+  resumed = ckpt.restore_latest(training.abstract_state, training.state_shardings, train_iter)
+  latest = resumed[0] if resumed is not None else None
+  if resumed is not None:
     logging.info("Resuming from %s at step %d.", ckpt.directory, latest)
-    state = ckpt.restore(latest, training.abstract_state, training.state_shardings, train_iter)
+    state = resumed[1]
   else:
     params = None
     if tcfg.init_from:
@@ -188,13 +283,16 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
   last_saved = latest
   pending: list[tuple[int, dict]] = []
   log_time, log_step = time.time(), start_step
-  it: Iterator = iter(train_iter)
+  fetcher = _InputFetcher(iter(train_iter))
 
   try:
     with _Preemption() as preemption:
       step = start_step
       while step < total:
-        batch = next(it)
+        batch = fetcher.next(lambda: preemption.requested)
+        if batch is None:
+          _log_preempted_waiting(step, last_saved)
+          break
         state, metrics = train_step(state, batch)
         step += 1
         pending.append((step, metrics))
@@ -209,7 +307,8 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
             now = time.time()
             _log_train_metrics(writer, fetched, step, elapsed=now - log_time,
                                steps_done=step - log_step, per_device_batch=per_device_batch,
-                               remaining_steps=total - step)
+                               remaining_steps=total - step,
+                               not_trained_on=input_counts(train_iter))
             log_time, log_step = now, step
         if must_save:
           ckpt.save(step, state, train_iter)
@@ -222,12 +321,24 @@ def train_and_evaluate(config: ml_collections.ConfigDict, workdir: str,
           logging.warning("Preempted: checkpoint for step %d written; exiting.", step)
           break
   finally:
+    fetcher.close()
     ckpt.close()
     writer.flush()
   skipped = train_iter.skip_counts()
   if any(skipped.values()) and is_chief:
-    logging.warning("Input records skipped, by reason: %s", skipped)
+    logging.warning("Input records skipped on this host, by reason: %s", skipped)
   return state
+
+
+def _log_preempted_waiting(step: int, last_saved: int | None) -> None:
+  if last_saved == step:
+    saved = f"the checkpoint for step {step} was already written"
+  else:
+    # The unfinished fetch has moved the input position: it cannot be saved.
+    saved = (f"no checkpoint for step {step}; the run resumes from "
+             + (f"step {last_saved}" if last_saved is not None else "step 0 (none was written)"))
+  logging.warning("Preempted while waiting for input (no batch %.0f s after SIGTERM): %s; "
+                  "exiting.", INPUT_GRACE_S, saved)
 
 
 def _flatten(d: dict, prefix: str = "") -> dict:

@@ -1,7 +1,13 @@
 """Training-step throughput of the paper-size captioner, as a fraction of matmul peak.
 
   python benchmarks/train_step.py [--batch=32] [--steps=10] [--compute_dtype=float32]
-      [--devices=1]
+      [--devices=1] [--objective=ic] [--clusters=1024]
+
+`--objective` times the step of another objective on the same shapes ('mlm',
+'mass', 'moc', 'ic+0.1*vlm', 'ic+0.1*moc', ...: docs/objectives.md); moc
+gets `--clusters` random centroids (the labels' cost does not depend on
+their values). Compare its step time with ic's; the analytic FLOPs line is
+the ic captioner's.
 
 Shape (the issue's reference): 6+6 layers, width 512, 8 heads, MLP 2048,
 vocabulary 16,000, 33 encoder vectors (1 global + 16 regions + 16 tags of 4
@@ -27,6 +33,8 @@ Last line: `train_step_mfu: <fraction> of measured peak`.
 from __future__ import annotations
 
 import argparse
+import os
+import tempfile
 import time
 
 import jax
@@ -80,9 +88,18 @@ def main() -> None:
                       help="data-parallel over the first N local devices (0: all)")
   parser.add_argument("--no_dropout", action="store_true",
                       help="diagnostic: all dropout rates 0 (no dropout RNG in the step)")
+  parser.add_argument("--objective", default="ic",
+                      help="config.train.objective, e.g. mlm, mass, ic+0.1*moc")
+  parser.add_argument("--clusters", type=int, default=1024, help="moc: number of centroids")
   args = parser.parse_args()
 
   config = base.get_config()
+  config.train.objective = args.objective
+  if "moc" in args.objective:
+    path = os.path.join(tempfile.mkdtemp(), "centroids.npy")
+    np.save(path, np.random.default_rng(0).normal(
+        size=(args.clusters, args.feature_dim)).astype(np.float32))
+    config.objectives.centroids = path
   config.model.vocab_size, config.model.feature_dim = args.vocab, args.feature_dim
   config.model.compute_dtype = args.compute_dtype
   if args.no_dropout:
@@ -135,7 +152,8 @@ def main() -> None:
         f"{dict(setup.mesh.shape)}; params "
         f"{sum(x.size for x in jax.tree_util.tree_leaves(state['params'])):,}; "
         f"batch {args.batch} per device ({global_batch} global), {enc_len} encoder vectors, "
-        f"{args.caption_len} decoder tokens, vocab {args.vocab}, {args.compute_dtype}")
+        f"{args.caption_len} decoder tokens, vocab {args.vocab}, {args.compute_dtype}; "
+        f"objective {args.objective}")
   print(f"compile: {compile_s:.1f} s; loss {float(metrics['loss']):.3f}")
   print(f"step time: {step_s * 1e3:.1f} ms")
   print(f"examples/sec/device: {args.batch / step_s:.2f}")

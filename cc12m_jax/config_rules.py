@@ -6,16 +6,22 @@ bad key (`config.<section>.<key>`) and what to change. Rules that span
 sections live here too: the batch against the mesh, the evaluator against
 the objective, the selection metric against the evaluator's metrics.
 Per-field checks of a component (e.g. decode settings) are that component's
-function, called from here.
+function, called from here. One rule reads files: a non-zero model.vocab_size
+or model.feature_dim is checked against the vocabulary file and the sources'
+metadata.json (a wrong one otherwise fails mid-run, as a NaN loss or a Flax
+shape error).
 """
 from __future__ import annotations
 
 import jax
 import ml_collections
+import tensorflow as tf
 
 from cc12m_jax import sharding
 from cc12m_jax.core import selection
+from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import pipeline
+from cc12m_jax.data.text import tokenizer as tokenizer_lib
 from cc12m_jax.decoding import captioner_decode
 from cc12m_jax.evaluation import registry as evaluators
 from cc12m_jax.objectives import registry as objectives
@@ -170,6 +176,44 @@ def _eval(config: ml_collections.ConfigDict) -> None:
              f"{metric!r} (it reports {sorted(metric_names)}).")
 
 
+def _data_dims(config: ml_collections.ConfigDict) -> None:
+  """A non-zero model.vocab_size / feature_dim against the files it must match.
+
+  (0, the default, reads them from there.) A vocabulary smaller than the
+  vocabulary file's only shows as a NaN loss (token ids past the embedding),
+  a feature_dim other than the records' as a Flax shape error, both after
+  the workdir has been written. A larger vocab_size is allowed (padding).
+  """
+  m = config.model
+  if m.vocab_size:
+    path = pipeline.vocab_path(config.data)
+    try:
+      size = tokenizer_lib.SubwordTokenizer(path).vocab_size
+    except (OSError, ValueError, tf.errors.OpError) as e:
+      raise ConfigError(f"config.model.vocab_size: cannot read the vocabulary {path} to check "
+                        f"{m.vocab_size} against it: {e}") from None
+    _require(m.vocab_size >= size, "model.vocab_size",
+             f"{m.vocab_size} is smaller than the vocabulary {path} ({size} entries); "
+             f"set it to 0 (read from the vocabulary) or to at least {size}.")
+  if m.feature_dim:
+    sources = []
+    if config.mode in ("pretrain", "finetune"):
+      sources += [s.name for s in pipeline.train_sources(config.data)]
+    if config.mode in ("evaluate", "predict") or config.train.eval_every_steps > 0:
+      sources += evaluators.eval_sources(config)
+    for source in dict.fromkeys(sources):
+      try:
+        meta = metadata_lib.load_metadata(config.data.data_dir, source)
+      except (OSError, ValueError) as e:
+        raise ConfigError(f"config.model.feature_dim: cannot check {m.feature_dim} against "
+                          f"source {source!r}: {e}") from None
+      _require(m.feature_dim == meta.feature_dim, "model.feature_dim",
+               f"{m.feature_dim}, but the records of source {source!r} have feature_dim "
+               f"{meta.feature_dim} ({metadata_lib.source_dir(config.data.data_dir, source)}/"
+               f"{metadata_lib.METADATA_FILE}); set it to 0 (read from metadata.json) or "
+               f"{meta.feature_dim}.")
+
+
 def validate(config: ml_collections.ConfigDict, num_devices: int | None = None) -> None:
   """Raises ConfigError naming the first bad key; `num_devices` defaults to all devices."""
   _require(config.mode in MODES, "mode", f"{config.mode!r} is not one of {MODES}.")
@@ -180,3 +224,4 @@ def validate(config: ml_collections.ConfigDict, num_devices: int | None = None) 
   _data(config.data)
   _mesh(config, jax.device_count() if num_devices is None else num_devices)
   _eval(config)
+  _data_dims(config)  # last: the one rule that reads files

@@ -37,12 +37,19 @@ class CaptionEvalResult(evaluator_lib.EvalResult):
     self.predictions = predictions      # image_id -> best caption
     self.references = references
     self.metrics = nocaps.flatten_scores(report)
+    # Records of the eval source the evaluation never saw, by reason.
+    self.metrics.update({f"skipped/{reason}": float(count)
+                         for reason, count in report.get("num_skipped", {}).items()})
 
   def write(self, directory: str) -> dict[str, str]:
     return report_lib.write_all(directory, self.predictions, self.references, self.report)
 
   def summary(self, num_examples: int) -> str:
     text = "(scores x 100)\n" + report_lib.markdown_table(self.report)
+    skipped = {k: v for k, v in self.report.get("num_skipped", {}).items() if v}
+    if skipped:
+      text += ("\nskipped records of the eval source (not scored): "
+               + ", ".join(f"{k} {v}" for k, v in skipped.items()) + "\n")
     if num_examples:
       text += report_lib.format_examples(self.predictions, self.references, num_examples) + "\n"
     return text
@@ -146,8 +153,15 @@ class CaptionEvaluator:
     # counted in the report, not silently ignored.
     report = nocaps.evaluate(predictions, self.references, metrics=self.metrics,
                              allow_missing=True)
+    # Bad records of the source are skipped before they become examples, so
+    # nothing above counts them: report them, or the score silently covers
+    # fewer images than the source holds. (config.data.strict raises on them.)
+    report["num_skipped"] = self.eval_iterator.skip_counts()
     report["decode_seconds"] = decode_s
     report["score_seconds"] = time.perf_counter() - start - decode_s
-    logging.info("Evaluated %d images: decode %.1fs, scoring %.1fs.",
-                 len(predictions), decode_s, report["score_seconds"])
+    skipped = {k: v for k, v in report["num_skipped"].items() if v}
+    logging.info("Evaluated %d images of %s (%d records skipped%s): decode %.1fs, scoring %.1fs.",
+                 len(predictions), self.source, sum(skipped.values()),
+                 "".join(f", {k} {v}" for k, v in skipped.items()), decode_s,
+                 report["score_seconds"])
     return CaptionEvalResult(self.source, report, predictions, self.references)

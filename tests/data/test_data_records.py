@@ -313,3 +313,24 @@ def test_metadata_values_are_typed_and_errors_name_the_file(tmp_path):
     f.write("[1, 2]")
   with pytest.raises(ValueError, match="must hold a JSON object"):
     metadata_lib.load_metadata(data_dir, "s")
+
+
+def test_bad_utf8_agrees_with_python_on_random_bytes():
+  """The in-graph check (an RE2 pattern) calls a string valid exactly when
+  Python's UTF-8 decoder does (evaluation decodes every id and caption)."""
+  rng = np.random.default_rng(11)
+  edges = [0x00, 0x41, 0x7f, 0x80, 0xbf, 0xc0, 0xc1, 0xc2, 0xdf, 0xe0, 0xed, 0xef, 0xf0,
+           0xf4, 0xf5, 0xf8, 0xff]
+  texts = [bytes(int(rng.choice(edges)) if rng.random() < 0.8 else int(rng.integers(256))
+                 for _ in range(int(rng.integers(1, 7)))) for _ in range(20_000)]
+  texts += ["caf\u00e9 \ufffd \U0001F600 \U0010FFFF".encode(), b"\xed\xa0\x80", b"\xe0\x80\x80"]
+
+  def python_valid(b):
+    try:
+      b.decode("utf-8")
+      return True
+    except UnicodeDecodeError:
+      return False
+  ragged = tf.RaggedTensor.from_row_lengths(tf.constant(texts), [1] * len(texts))
+  bad = records_lib._bad_utf8(tf.constant(texts), ragged, ragged[:, :0]).numpy()  # pylint: disable=protected-access
+  assert [not b for b in bad] == [python_valid(t) for t in texts]

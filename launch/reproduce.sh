@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One paper table (or all of them) reproduced by one command.
 #
-#   launch/reproduce.sh table3|table5|table7|fig6|table8|all [synthetic|paper] [runner flags ...]
+#   launch/reproduce.sh table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]
 #
 # Runs `python -m cc12m_jax.experiments` on configs/experiments/<suite>.py at
 # the given size (default synthetic) and prints the suite's table, the
@@ -22,9 +22,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SUITES=(table3 table5 table7 fig6 table8)
+SUITES=(table3 table5 table7 fig6 table8 table11 table12)
 if [[ $# -lt 1 ]]; then
-  echo "usage: $0 table3|table5|table7|fig6|table8|all [synthetic|paper] [runner flags ...]" >&2
+  echo "usage: $0 table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]" >&2
   exit 2
 fi
 WHICH="$1"; shift

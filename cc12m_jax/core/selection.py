@@ -24,6 +24,7 @@ import math
 import os
 from typing import Any, Mapping
 
+import jax
 from absl import logging
 from etils import epath
 
@@ -79,6 +80,11 @@ class BestCheckpointTracker:
     self.history = state.get("history", [])
 
   def _save(self) -> None:
+    # Every process keeps the history (all must agree on the best step, whose
+    # parameters they save together), but one writes it: processes renaming
+    # the same best.json.tmp race, and the later rename fails.
+    if jax.process_index() != 0:
+      return
     self.directory.mkdir(parents=True, exist_ok=True)
     tmp = self.directory / "best.json.tmp"
     tmp.write_text(json.dumps({

@@ -78,7 +78,9 @@ class Checkpointer:
     # ~2,000 lines orbax and tensorstore print about it.
     for logger in ("absl", "asyncio"):  # orbax logs through absl; idempotent
       logging.getLogger(logger).addFilter(_ORBAX_FILTER)
-    sys.unraisablehook = _unraisable_hook
+    if sys.unraisablehook is not _unraisable_hook:
+      _previous_unraisable_hook[0] = sys.unraisablehook
+      sys.unraisablehook = _unraisable_hook
 
   def _input_dir(self, step: int) -> epath.Path:
     return self.input_directory / str(step)
@@ -115,7 +117,7 @@ class Checkpointer:
     self._prune_input_states(keep_also=step)
 
   def _save_failed(self, step: int, error: BaseException) -> CheckpointSaveError:
-    """The one error to report for a failed save of `step` (logged once)."""
+    """The one error to report for a failed save of `step`; later waits stay quiet."""
     self._failed = True
     os_error = _os_error(error)
     cause = str(os_error) if os_error else _first_line(error)
@@ -345,10 +347,11 @@ def _orbax_aftermath(unraisable: Any) -> bool:
 
 def _unraisable_hook(unraisable: Any) -> None:
   if not _orbax_aftermath(unraisable):
-    _PREVIOUS_UNRAISABLE_HOOK(unraisable)
+    _previous_unraisable_hook[0](unraisable)
 
 
-_PREVIOUS_UNRAISABLE_HOOK = sys.unraisablehook
+# The hook _unraisable_hook passes everything else to (set when installed).
+_previous_unraisable_hook = [sys.__unraisablehook__]
 
 
 class InitFromError(ValueError):

@@ -399,7 +399,8 @@ def no_usable_records_error(error: tf.errors.OpError,
     hint = (" Every record was good but left out on purpose: check "
             "config.data.exclude_ids_of and config.data.train_fractions.")
   elif "wrong_shape" in why:
-    hint = " Records of the wrong shape: does metadata.json's feature_dim / feature_dtype match them?"
+    hint = (" Records of the wrong shape: does metadata.json's feature_dim / feature_dtype "
+            "match them?")
   return NoUsableRecordsError(
       f"Training source {source!r} gave no usable example in the last {fields.get('records')} "
       f"records (and {fields.get('damaged_reads')} damaged shard reads) read on this host, "

@@ -119,7 +119,8 @@ def test_no_intact_step_is_an_error_not_a_fresh_start(trained, tmp_path):
   shutil.copytree(original, workdir)
   _damage(workdir, 4, "state/")
   _damage(workdir, 2, "zeroed data files")
-  with pytest.raises(checkpointing.CheckpointError, match="No checkpoint in .* can be restored") as info:
+  with pytest.raises(checkpointing.CheckpointError,
+                     match="No checkpoint in .* can be restored") as info:
     trainer.train_and_evaluate(config, workdir)
   assert "step 4: " in str(info.value) and "step 2: " in str(info.value)
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["2", "4"]  # untouched

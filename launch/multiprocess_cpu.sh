@@ -75,8 +75,12 @@ echo "[multiprocess_cpu] coordinator 127.0.0.1:${PORT}, ${DEVICES} CPU device(s)
 tail -n +1 -F --pid="${PIDS[0]}" "${LOG_DIR}/process_0.log" 2>/dev/null &
 TAIL=$!
 
+# Messages from here on go to fd 3: the wait loop's stderr is dropped, as bash
+# would print its own notice, with the whole command line, for every process a
+# signal ended.
+exec 3>&2
 forward_sigterm() {
-  echo "[multiprocess_cpu] passing SIGTERM to every process" >&2
+  echo "[multiprocess_cpu] passing SIGTERM to every process" >&3
   for pid in "${PIDS[@]}"; do kill -TERM "${pid}" 2>/dev/null; done
 }
 trap forward_sigterm TERM INT
@@ -94,7 +98,7 @@ while (( ${#STATUS[@]} < NUM )); do
     if ! kill -0 "${PIDS[$i]}" 2>/dev/null; then
       wait "${PIDS[$i]}"; rc=$?
       STATUS[$i]=${rc}
-      echo "[multiprocess_cpu] process ${i} (pid ${PIDS[$i]}) $(describe "${rc}")" >&2
+      echo "[multiprocess_cpu] process ${i} (pid ${PIDS[$i]}) $(describe "${rc}")" >&3
       if (( rc != 0 )) && [[ -z "${FIRST_FAILURE}" ]]; then
         FIRST_FAILURE=${rc}; FAILED_AT=${SECONDS}
       fi
@@ -104,12 +108,12 @@ while (( ${#STATUS[@]} < NUM )); do
     for i in "${!PIDS[@]}"; do
       if [[ -z "${STATUS[$i]:-}" ]]; then
         echo "[multiprocess_cpu] process ${i} (pid ${PIDS[$i]}) still running ${GRACE} s after" \
-             "a process failed; killing it" >&2
+             "a process failed; killing it" >&3
         kill -KILL "${PIDS[$i]}" 2>/dev/null
       fi
     done
   fi
   sleep 0.5
-done
+done 2>/dev/null
 wait "${TAIL}" 2>/dev/null
 exit "${FIRST_FAILURE:-0}"

@@ -40,10 +40,10 @@ def world(tmp_path_factory) -> str:
 
 def tiny_config(data_dir: str, **train_overrides):
   """tests/train's 1+1-layer width-32 captioner at a learning rate that makes
-  12 steps decode words (an untrained model decodes empty captions, which would
+  12 steps decode a word (an untrained model decodes empty captions, which would
   make any two evaluations agree)."""
   config = trainer_config(data_dir, **train_overrides)
-  config.optim.learning_rate = 3e-3
+  config.optim.learning_rate = 1e-2
   config.optim.warmup_steps = 2
   return config
 
@@ -63,7 +63,7 @@ class Launch:
 
   def __init__(self, num: int, workdir, config, *extra: str, log_dir,
                module: str = "tests.multihost.worker", devices: int = 4,
-               heartbeat_s: int = 30, grace_s: int = 120):
+               heartbeat_s: int = 30, grace_s: int = 120, wrap: str = ""):
     self.num, self.log_dir = num, str(log_dir)
     os.makedirs(self.log_dir, exist_ok=True)
     self.output = os.path.join(self.log_dir, "launcher.log")
@@ -71,7 +71,7 @@ class Launch:
                *config_overrides(config), *extra]
     env = subprocess_env(DEVICES_PER_PROCESS=str(devices), LOG_DIR=self.log_dir,
                          MODULE=module, HEARTBEAT_TIMEOUT_S=str(heartbeat_s),
-                         GRACE_S=str(grace_s), PYTHON=sys.executable)
+                         GRACE_S=str(grace_s), PYTHON=sys.executable, WRAP=wrap)
     with open(self.output, "w") as out:
       self.proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT,
                                    cwd=REPO_ROOT, env=env)
@@ -138,14 +138,25 @@ def numpy_state(directory) -> dict:
   return checkpointer.restore(path, restore_args=args)
 
 
+# Attention key biases have no gradient (a softmax does not change when one
+# number is added to all its logits), so Adam turns the float32 rounding noise
+# of their gradients into updates of lr size, which differ between two runs that
+# sum gradients in another order (all-reduce across processes or within one).
+# They change nothing the model computes; the tests compare losses instead.
+NO_GRADIENT = ("key_bias",)
+
+
 def assert_params_close(a: Any, b: Any, atol: float) -> float:
-  """Asserts two parameter trees agree to `atol`; returns the largest difference."""
+  """Asserts two parameter trees agree to `atol` (but for NO_GRADIENT leaves);
+  returns the largest difference."""
   largest = 0.0
   leaves_b = jax.tree_util.tree_leaves(b)
   assert len(jax.tree_util.tree_leaves(a)) == len(leaves_b)
   for (path, x), y in zip(jax.tree_util.tree_leaves_with_path(a), leaves_b):
-    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=atol,
-                               err_msg=jax.tree_util.keystr(path))
+    name = jax.tree_util.keystr(path)
+    if any(n in name for n in NO_GRADIENT):
+      continue
+    np.testing.assert_allclose(np.asarray(x), np.asarray(y), rtol=0, atol=atol, err_msg=name)
     largest = max(largest, float(np.max(np.abs(np.asarray(x) - np.asarray(y)))))
   return largest
 

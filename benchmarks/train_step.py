@@ -28,6 +28,13 @@ Peak = the best of several timed f32 (or bf16) [n, n] x [n, n] matmuls in
 JAX on the first device (2 n^3 FLOPs each). MFU = model FLOP/s per device /
 peak. (Simulated CPU devices share the host's cores, so with --devices > 1 on
 CPU only the step's correctness and shape mean something, not the fraction.)
+Quota plan: the step's FLOPs per example (XLA's count / per-device batch)
+give the estimated step time and total time of the paper's pre-training
+(`--plan_steps` 2M steps at global batch `--plan_batch` 4096) on TPU v3-32,
+v4-32, v5e-32 and on 8 H100 / 8 H200, from each chip's published bf16 peak
+(PUBLISHED_PEAKS, with sources) at the MFU measured here when this run is on
+that chip, else at `--assumed_mfu` (stated in the table). The row of the
+device this run is on (a CPU here) uses its measured FLOP/s.
 Last line: `train_step_mfu: <fraction> of measured peak`.
 """
 from __future__ import annotations
@@ -62,6 +69,82 @@ def measure_matmul_peak(n: int, dtype, repeats: int = 5) -> float:
   return 2 * n ** 3 / best
 
 
+# Published dense bf16 peaks per chip (FLOP/s), and what one JAX device is.
+#   TPU v3: 123 TFLOP/s per chip of 2 TensorCores, each a JAX device; "v3-32" is
+#     32 TensorCores = 16 chips (https://cloud.google.com/tpu/docs/v3).
+#   TPU v4: 275 TFLOP/s per chip; its 2 TensorCores form one JAX device
+#     (megacore); "v4-32" is 32 TensorCores = 16 chips (https://cloud.google.com/tpu/docs/v4).
+#   TPU v5e: 197 TFLOP/s per chip of 1 TensorCore; "v5e-32" (v5litepod-32) is 32
+#     chips on 4 hosts (https://cloud.google.com/tpu/docs/v5e).
+#   H100 SXM and H200 SXM (the same GH100 compute, more and faster memory):
+#     989 TFLOP/s dense bf16 Tensor Core (NVIDIA's datasheets give 1,979 "with
+#     sparsity"; https://www.nvidia.com/en-us/data-center/h100/,
+#     https://www.nvidia.com/en-us/data-center/h200/; the dense figure
+#     989.4 also in https://glennklockwood.com/garden/processors/h100).
+PUBLISHED_PEAKS = {  # name: (bf16 FLOP/s per chip, JAX devices per chip, device_kind marker)
+    "TPU v3": (123e12, 2, "TPU v3"),
+    "TPU v4": (275e12, 1, "TPU v4"),
+    "TPU v5e": (197e12, 1, "TPU v5 lite"),
+    "H100": (989e12, 1, "H100"),
+    "H200": (989e12, 1, "H200"),
+}
+# The systems of the plan: (name, chip, chips, hosts).
+PLAN_SYSTEMS = (
+    ("TPU v3-32", "TPU v3", 16, 4),
+    ("TPU v4-32", "TPU v4", 16, 4),
+    ("TPU v5e-32", "TPU v5e", 32, 4),
+    ("8 x H100", "H100", 8, 1),
+    ("8 x H200", "H200", 8, 1),
+)
+# With no measurement on a chip: a step of a 6+6-layer width-512 model on short
+# sequences (33 + 36 tokens) spends much of its time in memory-bound work
+# (LayerNorm, softmax, dropout, Adam) that large-model MFU figures (40-60%)
+# hide; 30% is our planning figure until a measured one replaces it.
+ASSUMED_MFU = 0.30
+
+
+def _duration(seconds: float) -> str:
+  if seconds < 3600:
+    return f"{seconds / 60:.0f} min"
+  if seconds < 3 * 86400:
+    return f"{seconds / 3600:.1f} h"
+  if seconds < 2 * 365 * 86400:
+    return f"{seconds / 86400:.1f} days"
+  return f"{seconds / (365 * 86400):.0f} years"
+
+
+def quota_table(flops_per_example: float, plan_steps: int, plan_batch: int,
+                assumed_mfu: float, device_kind: str, device_flops_per_s: float,
+                devices: int) -> list[str]:
+  """Markdown rows: the plan's step time and total time on each system.
+
+  `device_flops_per_s` is what this run achieved per device on `device_kind`:
+  on a chip of the table it becomes that chip's measured MFU; otherwise (a CPU)
+  it gives one more row, this machine at its measured speed.
+  """
+  step_flops = flops_per_example * plan_batch
+  rows = [f"FLOPs per example (training step, XLA count): {flops_per_example / 1e9:.2f} GFLOP; "
+          f"plan: {plan_steps:,} steps x global batch {plan_batch:,} = "
+          f"{step_flops * plan_steps:.3g} FLOP",
+          "| system | chips (hosts) | bf16 peak | MFU | step time | total |",
+          "|---|---|---|---|---|---|"]
+  matched = False
+  for name, chip, chips, hosts in PLAN_SYSTEMS:
+    peak, per_chip, marker = PUBLISHED_PEAKS[chip]
+    mfu, how = assumed_mfu, "assumed"
+    if marker in device_kind:
+      mfu, how, matched = device_flops_per_s * per_chip / peak, "measured", True
+    step_s = step_flops / (chips * peak * mfu)
+    rows.append(f"| {name} | {chips} ({hosts}) | {chips * peak / 1e15:.2f} PFLOP/s | "
+                f"{mfu:.2f} ({how}) | {step_s * 1e3:.0f} ms | {_duration(step_s * plan_steps)} |")
+  if not matched:
+    step_s = step_flops / (devices * device_flops_per_s)
+    rows.append(f"| this machine: {devices} x {device_kind} | - | - | measured "
+                f"{device_flops_per_s / 1e9:.0f} GFLOP/s per device | {step_s:.0f} s | "
+                f"{_duration(step_s * plan_steps)} |")
+  return rows
+
+
 def analytic_flops(cfg, vocab: int, batch: int, enc_len: int, dec_len: int) -> float:
   """6 x (matmul params x tokens) + attention score/value matmuls (fwd+bwd = 3x fwd)."""
   e, f = cfg.emb_dim, cfg.mlp_dim
@@ -91,6 +174,11 @@ def main() -> None:
   parser.add_argument("--objective", default="ic",
                       help="config.train.objective, e.g. mlm, mass, ic+0.1*moc")
   parser.add_argument("--clusters", type=int, default=1024, help="moc: number of centroids")
+  parser.add_argument("--plan_steps", type=int, default=2_000_000,
+                      help="quota plan: pre-training steps")
+  parser.add_argument("--plan_batch", type=int, default=4096, help="quota plan: global batch")
+  parser.add_argument("--assumed_mfu", type=float, default=ASSUMED_MFU,
+                      help="quota plan: MFU of chips with no measurement")
   args = parser.parse_args()
 
   config = base.get_config()
@@ -161,6 +249,8 @@ def main() -> None:
         f"analytic 6N-tokens {analytic / 1e9:.1f} GFLOP")
   print(f"achieved: {achieved / 1e9:.1f} GFLOP/s (XLA count), {analytic / step_s / 1e9:.1f} GFLOP/s (analytic)")
   print(f"measured {args.matmul_size}^2 matmul peak: {peak / 1e9:.1f} GFLOP/s")
+  print("\n".join(quota_table(xla_flops / args.batch, args.plan_steps, args.plan_batch,
+                               args.assumed_mfu, device.device_kind, achieved, len(devices))))
   print(f"train_step_mfu: {achieved / peak:.3f} of measured peak")
 
 

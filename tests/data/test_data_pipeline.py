@@ -367,7 +367,9 @@ def test_all_bad_source_fails_with_its_skip_counts(tiny_world, tmp_path, metadat
   # Two passes (24 records) plus four chunks of slack (64): not much more.
   read = int(message.split("in the last ")[1].split(" ")[0])
   assert 24 < read <= 24 + 4 * 16 + 16
-  assert it.skip_counts()[reason] == read  # the same records, counted once
+  # The same records, counted once; chunks parsed in parallel with the one
+  # that raised may add theirs.
+  assert read <= it.skip_counts()[reason] <= read + 4 * 16
 
 
 def test_all_subsampled_out_source_fails_naming_the_filter(tiny_world):

@@ -156,7 +156,7 @@ def test_loss_ignores_padding_and_reports_metrics():
 def test_registry_rejects_unknown_objective():
   import pytest
   with pytest.raises(ValueError, match="unknown"):
-    registry.get("mlm")
+    registry.get("nosuch")
 
 
 def test_tiny_model_overfits_one_batch():

@@ -50,6 +50,28 @@ def text_encoder_config(config: ml_collections.ConfigDict) -> ml_collections.Fro
   return ml_collections.FrozenConfigDict(values)
 
 
+def text_tower(model: nn.Module, tokens: jax.Array, *, train: bool) -> jax.Array:
+  """The text tower of a bound module that has text_embedding, text_dropout,
+  text_encoder and text_projection (DualEncoder, models/multitask.py's ic+vlm):
+  tokens i32 [B, L] (y1 .. yn [EOS], 0 = padding) -> f32 [B, P]."""
+  mask = tokens != 0  # [B, L]
+  x = model.text_embedding(tokens, train=train)  # [B, L, E]
+  positions = jnp.arange(tokens.shape[1])[None, :]  # [1, L]
+  x = x + transformer.sinusoidal_positions(positions, model.config.emb_dim).astype(x.dtype)
+  x = model.text_dropout(x, deterministic=not train)
+  x = layers.constrain(x, ("batch", "act_length", "act_embed"))
+  encoded = model.text_encoder(x, mask, train=train)  # [B, L, E]
+  pooled = masked_mean(encoded, mask)  # [B, E]
+  return model.text_projection(pooled).astype(jnp.float32)  # [B, P]
+
+
+def temperature_of(model: nn.Module) -> jax.Array:
+  """Scalar tau of a bound module: its learned log_temperature, or config.temperature."""
+  if model.config.learn_temperature:
+    return jnp.exp(model.log_temperature)
+  return jnp.asarray(float(model.config.temperature), jnp.float32)
+
+
 class DualEncoder(layers.ConfigModule):
   """Image tower and text tower projected into one P-dimensional space."""
   vocab_size: int
@@ -82,22 +104,11 @@ class DualEncoder(layers.ConfigModule):
 
   def encode_text(self, tokens: jax.Array, *, train: bool) -> jax.Array:
     """tokens i32 [B, L] (y1 .. yn [EOS], 0 = padding) -> f32 [B, P]."""
-    cfg = self.config
-    mask = tokens != 0  # [B, L]
-    x = self.text_embedding(tokens, train=train)  # [B, L, E]
-    positions = jnp.arange(tokens.shape[1])[None, :]  # [1, L]
-    x = x + transformer.sinusoidal_positions(positions, cfg.emb_dim).astype(x.dtype)
-    x = self.text_dropout(x, deterministic=not train)
-    x = layers.constrain(x, ("batch", "act_length", "act_embed"))
-    encoded = self.text_encoder(x, mask, train=train)  # [B, L, E]
-    pooled = masked_mean(encoded, mask)  # [B, E]
-    return self.text_projection(pooled).astype(jnp.float32)  # [B, P]
+    return text_tower(self, tokens, train=train)
 
   def temperature(self) -> jax.Array:
     """Scalar tau (learned or fixed)."""
-    if self.config.learn_temperature:
-      return jnp.exp(self.log_temperature)
-    return jnp.asarray(float(self.config.temperature), jnp.float32)
+    return temperature_of(self)
 
   def __call__(self, batch: Mapping[str, Any], *, train: bool
                ) -> tuple[jax.Array, jax.Array, jax.Array]:

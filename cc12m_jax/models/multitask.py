@@ -180,21 +180,11 @@ class MultiTaskModel(Captioner):
 
   def encode_text(self, tokens: jax.Array, *, train: bool) -> jax.Array:
     """tokens i32 [B, L] (y1 .. yn [EOS], 0 = padding) -> f32 [B, P]."""
-    mask = tokens != 0  # [B, L]
-    positions = jnp.arange(tokens.shape[1])[None, :]  # [1, L]
-    x = self.text_embedding(tokens, train=train)  # [B, L, E]
-    x = x + transformer.sinusoidal_positions(positions, self.config.emb_dim).astype(x.dtype)
-    x = self.text_dropout(x, deterministic=not train)
-    x = layers.constrain(x, ("batch", "act_length", "act_embed"))
-    encoded = self.text_encoder(x, mask, train=train)  # [B, L, E]
-    pooled = dual_encoder.masked_mean(encoded, mask)  # [B, E]
-    return self.text_projection(pooled).astype(jnp.float32)  # [B, P]
+    return dual_encoder.text_tower(self, tokens, train=train)
 
   def temperature(self) -> jax.Array:
     """Scalar tau of the vlm loss (learned or fixed)."""
-    if self.config.learn_temperature:
-      return jnp.exp(self.log_temperature)
-    return jnp.asarray(float(self.config.temperature), jnp.float32)
+    return dual_encoder.temperature_of(self)
 
   def vlm_embeddings(self, batch: Mapping[str, Any], *, train: bool
                      ) -> tuple[jax.Array, jax.Array, jax.Array]:

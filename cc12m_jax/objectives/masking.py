@@ -22,10 +22,13 @@ are [B, L] or [B, R]: their cost is nothing next to dropout's.
 """
 from __future__ import annotations
 
+from typing import Any, Mapping
+
 import jax
 import jax.numpy as jnp
 
 from cc12m_jax.data.text import special_tokens
+from cc12m_jax.objectives.captioning import token_cross_entropy
 
 PAD_ID = special_tokens.PAD_ID
 EOS_ID = special_tokens.EOS_ID
@@ -112,3 +115,28 @@ def corrupt_tokens(rng: jax.Array, tokens: jax.Array, selected: jax.Array, vocab
   replaced = jnp.where(u < mask_prob, MASK_ID,
                        jnp.where(u < mask_prob + random_prob, random_words, tokens))  # [B, L]
   return jnp.where(selected, replaced, tokens).astype(tokens.dtype)  # [B, L]
+
+
+def masked_cross_entropy(logits: jax.Array, targets: jax.Array, chosen: jax.Array,
+                         candidates: jax.Array, batch: Mapping[str, Any], accuracy_name: str
+                         ) -> tuple[jax.Array, dict[str, jax.Array]]:
+  """Mean cross-entropy of logits f32 [B, N, C] against targets i32 [B, N] where chosen.
+
+  `candidates` bool [B, N] are the positions that could have been chosen (caption
+  words, real regions): the metrics report the observed masking rate against them.
+  Eval padding (example_mask False) contributes nothing.
+  """
+  weights = chosen.astype(jnp.float32)  # [B, N]
+  eligible = candidates.astype(jnp.float32)  # [B, N]
+  if "example_mask" in batch:
+    valid = batch["example_mask"].astype(jnp.float32)[:, None]  # [B, 1]
+    weights, eligible = weights * valid, eligible * valid
+  loss_sum, correct_sum, count = token_cross_entropy(logits, targets, weights)
+  denom = jnp.maximum(count, 1.0)
+  loss = loss_sum / denom
+  return loss, {
+      "loss": loss,
+      accuracy_name: correct_sum / denom,
+      "mask_rate": count / jnp.maximum(eligible.sum(), 1.0),
+      "num_targets": count,
+  }

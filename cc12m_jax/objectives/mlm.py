@@ -21,13 +21,11 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 import jax
-import jax.numpy as jnp
 import ml_collections
 
 from cc12m_jax.data import batch_spec
 from cc12m_jax.models import multitask as multitask_model
 from cc12m_jax.objectives import masking
-from cc12m_jax.objectives.captioning import token_cross_entropy
 
 TASKS = ("mlm",)
 INPUT_KEYS = batch_spec.IMAGE_KEYS + ("decoder_targets",)
@@ -55,20 +53,9 @@ def mask_caption(rng: jax.Array | None, tokens: jax.Array, settings: Any, vocab_
 def masked_token_loss(logits: jax.Array, targets: jax.Array, chosen: jax.Array,
                       batch: Mapping[str, Any]) -> tuple[jax.Array, dict[str, jax.Array]]:
   """Mean cross-entropy of logits f32 [B, L, V] against targets i32 [B, L] where chosen."""
-  weights = chosen.astype(jnp.float32)  # [B, L]
-  words = masking.caption_words(batch["decoder_targets"]).astype(jnp.float32)  # [B, L]
-  if "example_mask" in batch:
-    valid = batch["example_mask"].astype(jnp.float32)[:, None]  # [B, 1]
-    weights, words = weights * valid, words * valid
-  loss_sum, correct_sum, count = token_cross_entropy(logits, targets, weights)
-  denom = jnp.maximum(count, 1.0)
-  loss = loss_sum / denom
-  return loss, {
-      "loss": loss,
-      "token_accuracy": correct_sum / denom,
-      "mask_rate": count / jnp.maximum(words.sum(), 1.0),
-      "num_targets": count,
-  }
+  return masking.masked_cross_entropy(logits, targets, chosen,
+                                      masking.caption_words(batch["decoder_targets"]), batch,
+                                      "token_accuracy")
 
 
 def loss_fn(model: multitask_model.MultiTaskModel, params: Any, batch: Mapping[str, Any],

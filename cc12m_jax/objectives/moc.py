@@ -30,7 +30,6 @@ import numpy as np
 from cc12m_jax.data import batch_spec, clusters, pipeline
 from cc12m_jax.models import multitask as multitask_model
 from cc12m_jax.objectives import masking
-from cc12m_jax.objectives.captioning import token_cross_entropy
 
 TASKS = ("moc",)
 INPUT_KEYS = batch_spec.IMAGE_KEYS
@@ -82,17 +81,5 @@ def loss_fn(model: multitask_model.MultiTaskModel, params: Any, batch: Mapping[s
   rngs = {"dropout": rng} if (train and rng is not None) else {}
   logits = model.apply({"params": params}, masked, train=train, rngs=rngs,
                        method=multitask_model.MultiTaskModel.moc_logits)  # [B, R, C]
-  weights = chosen.astype(jnp.float32)  # [B, R]
-  real = batch["region_mask"].astype(jnp.float32)  # [B, R]
-  if "example_mask" in batch:
-    valid = batch["example_mask"].astype(jnp.float32)[:, None]  # [B, 1]
-    weights, real = weights * valid, real * valid
-  loss_sum, correct_sum, count = token_cross_entropy(logits, labels, weights)
-  denom = jnp.maximum(count, 1.0)
-  loss = loss_sum / denom
-  return loss, {
-      "loss": loss,
-      "accuracy": correct_sum / denom,
-      "mask_rate": count / jnp.maximum(real.sum(), 1.0),
-      "num_targets": count,
-  }
+  return masking.masked_cross_entropy(logits, labels, chosen, batch["region_mask"], batch,
+                                      "accuracy")

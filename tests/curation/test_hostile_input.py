@@ -15,6 +15,7 @@ import pytest
 from cc12m_jax.curation import candidates
 from cc12m_jax.curation import dofns
 from cc12m_jax.curation import report
+from cc12m_jax.data.importers import image_ids
 from tests.curation import helpers
 
 GOOD = {"url": "https://x.test/a.jpg", "alt_text": "a dog on the beach with a ball",
@@ -166,10 +167,6 @@ def test_url_ids_agree_with_the_importer():
   # lists and feature files all depend on it.
   assert candidates.url_image_id(" https://x.test/a.jpg\n") == "9d3b9e85cd498306"
   assert candidates.url_image_id("https://example.com/images/1.jpg") == "960ea6c07552f5ea"
-  try:
-    from cc12m_jax.data.importers import image_ids  # pylint: disable=g-import-not-at-top
-  except ImportError as err:
-    pytest.skip(f"TSV importer not importable here: {err}")
   for url in ("https://x.test/a.jpg", " http://y.test/Beach%20Dog.jpg ", "https://ü.test/ß"):
     assert image_ids.url_image_id(url) == candidates.url_image_id(url)
 

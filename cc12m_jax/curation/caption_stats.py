@@ -14,6 +14,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 from apache_beam.transforms import window
 import numpy as np
+from tensorflow.core.example import example_pb2
 
 from cc12m_jax.curation import words as words_lib
 
@@ -42,8 +43,27 @@ def _json_caption(path_and_line: tuple[str, str], field: str) -> str:
   return caption or ""
 
 
+def _record_captions(serialized: bytes) -> list[str]:
+  """The captions of one feature record (a tf.train.Example, docs/record_format.md).
+
+  Parsed with the protobuf alone: curation sits below cc12m_jax.data, and the
+  stats need only the `captions` bytes list, not the record validator.
+  """
+  example = example_pb2.Example.FromString(serialized)
+  feature = example.features.feature.get("captions")
+  if feature is None:
+    image_id = example.features.feature.get("image_id")
+    name = image_id.bytes_list.value[0].decode(errors="replace") if image_id else "?"
+    raise ValueError(f"feature record {name!r} has no 'captions'")
+  return [c.decode("utf-8", errors="replace") for c in feature.bytes_list.value]
+
+
 class ReadCaptions(beam.PTransform):
-  """Comma-separated globs of JSON Lines / Parquet shards -> their captions."""
+  """Comma-separated globs of JSON Lines / Parquet / feature-record shards -> their captions.
+
+  A glob whose file name contains '.tfrecord' reads feature records (every
+  caption of every record: COCO-style sources have several per image).
+  """
 
   def __init__(self, pattern: str, field: str = "caption"):
     super().__init__()
@@ -52,7 +72,12 @@ class ReadCaptions(beam.PTransform):
   def expand(self, pbegin):
     parts = []
     for i, glob in enumerate(self.globs):
-      if ".parquet" in glob.rsplit("/", 1)[-1]:  # anything else is read as JSON Lines
+      name = glob.rsplit("/", 1)[-1]
+      if ".tfrecord" in name:
+        parts.append(pbegin
+                     | f"ReadRecords{i}" >> beam.io.ReadFromTFRecord(glob)
+                     | f"Captions{i}" >> beam.FlatMap(_record_captions))
+      elif ".parquet" in name:  # anything else is read as JSON Lines
         parts.append(pbegin
                      | f"ReadParquet{i}" >> beam.io.ReadFromParquet(glob, columns=[self.field])
                      | f"Caption{i}" >> beam.Map(lambda row, f=self.field: row[f] or ""))

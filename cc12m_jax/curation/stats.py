@@ -19,6 +19,16 @@ python -m cc12m_jax.curation.stats --dataset=cc3m='out/cc3m/kept-*.jsonl' \
     --long_tail_words=sumo,mangosteen,pokemon --output_dir=out/stats \
     [Beam pipeline args, e.g. --runner=DataflowRunner --project=...]
 
+A dataset's globs may also name feature-record shards ('*.tfrecord*', as
+cc12m_jax.data.synthetic.generate and the importers write them): every
+caption of every record counts, e.g. the synthetic world's sources:
+
+python -m cc12m_jax.curation.stats \
+    --dataset=cc3m='data/synthetic/cc3m/records.tfrecord-*' \
+    --dataset=cc12m='data/synthetic/cc12m/records.tfrecord-*' \
+    --dataset=coco='data/synthetic/coco_train/records.tfrecord-*' \
+    --classes=synthetic-out-domain:150:0 --output_dir=out/stats
+
 --classes takes a text file (one class per line) or
 'synthetic-out-domain:<num_concepts>:<seed>' (the synthetic world's
 out-of-domain concept names). Writes stats-<name>.json per dataset (the

@@ -3,15 +3,18 @@ import collections
 import json
 import os
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from PIL import Image
 import pytest
+import tensorflow as tf
 
 from cc12m_jax.curation import candidates
 from cc12m_jax.curation import stats
 from cc12m_jax.curation import synthetic_pool
 from cc12m_jax.curation import words
+from cc12m_jax.data import records
 from tests.curation import helpers
 
 IN_MEMORY = ["--direct_running_mode=in_memory"]  # one process: faster for tiny inputs
@@ -89,6 +92,31 @@ def test_compare_reads_jsonl_and_parquet_together(tmp_path):
                           str(tmp_path / "report"), IN_MEMORY)
   assert results["mixed"]["pairs"] == 4  # the null caption counts as an empty one
   assert results["mixed"]["classes"]["instances"] == {"dog": 2}
+
+
+def test_compare_reads_every_caption_of_feature_records(tmp_path):
+  """Feature-record shards (what generate and the importers write) are a stats input."""
+  def record(image_id, caps):
+    return records.FeatureRecord(
+        image_id=image_id, source="s", global_feature=np.zeros(4, np.float32),
+        region_features=np.zeros((1, 4), np.float32),
+        region_boxes=np.array([[0, 0, 1, 1]], np.float32), tags=[], tag_scores=np.zeros(0),
+        captions=caps, width=10, height=10)
+  records.write_records(str(tmp_path / "recs" / "records.tfrecord"),
+                        [record("1", ["a dog on grass", "two dogs", "a cat", "a dog", "grass"]),
+                         record("2", ["a bird"])], 2)
+  results = stats.compare({"recs": str(tmp_path / "recs" / "records.tfrecord-*")},
+                          ["dog", "bird"], [], str(tmp_path / "report"), IN_MEMORY)
+  assert results["recs"]["pairs"] == 6
+  assert results["recs"]["classes"]["instances"] == {"dog": 3, "bird": 1}
+
+  no_captions = tf.train.Example(features=tf.train.Features(feature={
+      "image_id": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"img-7"]))}))
+  with tf.io.TFRecordWriter(str(tmp_path / "bad.tfrecord")) as writer:
+    writer.write(no_captions.SerializeToString())
+  with pytest.raises(Exception, match="feature record 'img-7' has no 'captions'"):
+    stats.compare({"bad": str(tmp_path / "bad.tfrecord")}, [], [], str(tmp_path / "r"),
+                  IN_MEMORY)
 
 
 def test_bad_inputs_are_errors_naming_the_file_or_the_name(tmp_path):

@@ -197,7 +197,10 @@ def eval_config() -> ml_collections.ConfigDict:
 def synthetic_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
-  c.num_concepts = 600
+  # Few concepts with realistic counts (docs/synthetic_world.md): at 8,000
+  # CC12M-style captions, 150 concepts leave each out-of-domain one enough
+  # mentions to learn its name.
+  c.num_concepts = 150
   c.feature_dim = 512
   # Storage dtype of global / region features (metadata.json records it):
   # float16 halves the bytes the input pipeline reads, checksums and copies
@@ -218,9 +221,9 @@ def synthetic_config() -> ml_collections.ConfigDict:
   # Zipf exponent of the concepts' web frequencies; the probability that a
   # CC3M candidate showing a novel concept survives CC3M's filters; the
   # probability that a COCO image also shows a novel concept.
-  c.zipf_exponent = 1.0
-  c.cc3m_novel_keep = 1.0
-  c.coco_novel_fraction = 0.0
+  c.zipf_exponent = 0.7
+  c.cc3m_novel_keep = 0.7
+  c.coco_novel_fraction = 0.17
   return c
 
 

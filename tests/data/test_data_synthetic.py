@@ -97,9 +97,17 @@ def test_caption_styles(tiny_world):
   def read(source):
     return list(metadata_lib.read_source_records(data_dir, source))
 
-  coco_words = " ".join(c for r in read("coco_train") for c in r.captions)
-  named = {n for n in inventory if f" {n} " in f" {coco_words} "}
-  assert named and all(inventory[n].domain == "in-domain" for n in named)
+  def named(caption):
+    return {n for n in inventory if f" {n} " in f" {caption} "}
+
+  # COCO names COCO's classes, plus (coco_novel_fraction of photos) one
+  # novel thing that all five annotators of that photo name.
+  novel_images = 0
+  for r in read("coco_train"):
+    novel = [{n for n in named(c) if inventory[n].domain != "in-domain"} for c in r.captions]
+    assert all(len(n) <= 1 for n in novel) and all(n == novel[0] for n in novel), r.captions
+    novel_images += bool(novel[0])
+  assert novel_images < len(read("coco_train")) / 2
   cc3m = " ".join(c for r in read("cc3m") for c in r.captions)
   assert not any(ch.isdigit() for ch in cc3m) and "<PERSON>" not in cc3m
   cc12m = read("cc12m")
@@ -112,6 +120,13 @@ def test_caption_styles(tiny_world):
   nocaps = read("nocaps_val")
   assert {r.domain for r in nocaps} == {"in-domain", "near-domain",
                                         "out-domain"}
+  # Ten annotators phrase one image ten ways, and every one names all it shows.
+  with open(os.path.join(data_dir, "nocaps_val", "concepts.json")) as f:
+    shown = json.load(f)
+  for r in nocaps:
+    assert all(set(shown[r.image_id]) <= named(c) for c in r.captions), (shown[r.image_id],
+                                                                        r.captions)
+  assert np.mean([len(set(r.captions)) for r in nocaps]) >= 8
 
 
 def test_region_features_identify_concepts():
@@ -197,10 +212,10 @@ def _novel_share(world, scenes):
 
 def test_table9_calibration_knobs():
   """cc3m_novel_keep thins novel concepts out of CC3M; coco_novel_fraction adds them to COCO."""
-  world, cc3m = _scenes("cc3m", 400)
+  world, cc3m = _scenes("cc3m", 400, cc3m_novel_keep=1.0)
   _, cc3m_filtered = _scenes("cc3m", 400, cc3m_novel_keep=0.0)
   assert _novel_share(world, cc3m) > 0.2 and _novel_share(world, cc3m_filtered) == 0.0
-  _, coco = _scenes("coco_train", 400)
+  _, coco = _scenes("coco_train", 400, coco_novel_fraction=0.0)
   _, coco_novel = _scenes("coco_train", 400, coco_novel_fraction=0.5)
   assert _novel_share(world, coco) == 0.0
   assert 0.2 < _novel_share(world, coco_novel) < 0.5  # 0.5 x P(fewer than 3 concepts)

@@ -3,8 +3,9 @@
 Every style names what the scene shows with the concept's own words, so
 captions are learnable from the region features; the styles differ the way
 the real datasets do:
-  coco_style   clean, short, one template sentence; the caller only passes
-               in-domain scenes (COCO annotators see COCO classes).
+  coco_style   clean, short, one sentence; five annotators phrase one scene
+               five ways (openers, adjectives, order, relations, several
+               phrasings of each place), agreeing on the concept words.
   cc3m_style   web text after CC3M's transformations: named entities (brands,
                places, characters, person names) hypernymized, digits -> '#'.
   cc12m_style  raw alt-text: hashtags, brands, places, numbers, `<PERSON>`,
@@ -28,27 +29,57 @@ def _pick(rng: np.random.Generator, options):
   return options[int(rng.integers(len(options)))]
 
 
+# How COCO annotators vary one description: several phrasings of each scene
+# (indexed like world_lib.SCENES), openers, poses and relations. Five people
+# describing one photo agree on what it shows, not on the words around it,
+# so references share the concept and scene words and little else.
+_SCENE_PHRASES = (
+    ("on the beach", "on a sandy beach", "near the ocean"),
+    ("on the street", "on a city street", "along the road"),
+    ("in a kitchen", "on a kitchen counter", "in the kitchen"),
+    ("in a grassy field", "in a field", "on the grass"),
+    ("in a living room", "on the living room floor", "inside a house"),
+    ("in the park", "at a park", "in a public park"),
+    ("in the forest", "among the trees", "in the woods"),
+    ("in the city", "in a busy city", "downtown"),
+    ("in the snow", "on snowy ground", "in the winter snow"),
+    ("in a studio", "against a plain background", "on a white backdrop"),
+    ("in a garden", "among the flowers", "in a backyard garden"),
+    ("by the lake", "near a lake", "at the edge of a lake"),
+)
+_OPENERS = ("", "", "", "a picture of ", "a photo of ", "an image of ",
+            "there is ", "close up of ", "a view of ", "this is ")
+_POSES = ("sitting", "standing", "lying", "resting", "shown", "placed")
+_SIZE_WORDS = ("small", "large", "little", "big")
+_RELATIONS = ("and", "next to", "with", "near", "beside", "in front of")
+
+
 def coco_style(world: world_lib.World, scene: world_lib.Scene,
                rng: np.random.Generator) -> str:
-  """One clean COCO-style sentence."""
+  """One clean COCO-style sentence, phrased as one of several annotators would."""
   names = []
   for inst in scene.instances:
-    name = world.concepts[inst.concept].name
+    words = [world.concepts[inst.concept].name]
     if rng.random() < 0.4:
-      name = f"{world_lib.COLORS[inst.color]} {name}"
-    names.append(_a(name))
-  place = world_lib.SCENES[scene.scene][1]
-  if len(names) == 1:
-    templates = ("{0} {p} .", "there is {0} {p} .", "{0} sitting {p} .",
-                 "a close up of {0} {p} .", "a photo of {0} {p} .",
-                 "{0} that is {p} .")
-  elif len(names) == 2:
-    templates = ("{0} and {1} {p} .", "{0} next to {1} {p} .",
-                 "{0} with {1} {p} .", "there is {0} and {1} {p} .")
-  else:
-    templates = ("{0} , {1} and {2} {p} .", "{0} with {1} and {2} {p} .",
-                 "{0} next to {1} and {2} {p} .")
-  return _pick(rng, templates).format(*names, p=place)
+      words.insert(0, world_lib.COLORS[inst.color])
+    if rng.random() < 0.15:
+      words.insert(0, _pick(rng, _SIZE_WORDS))
+    names.append(_a(" ".join(words)))
+  order = rng.permutation(len(names)) if rng.random() < 0.5 else range(len(names))
+  names = [names[i] for i in order]
+  text = names[0]
+  if len(names) == 2:
+    text += f" {_pick(rng, _RELATIONS)} {names[1]}"
+  elif len(names) == 3:
+    text += f" , {names[1]} and {names[2]}"
+  if rng.random() < 0.3:
+    text += f" {_pick(rng, _POSES)}"
+  if rng.random() < 0.85:
+    text += f" {_pick(rng, _SCENE_PHRASES[scene.scene])}"
+  opener = _pick(rng, _OPENERS)
+  if opener.startswith("this is ") and len(names) > 1:
+    opener = "there is "
+  return f"{opener}{text} ."
 
 
 def _cc3m_name(world: world_lib.World, concept: int) -> str:

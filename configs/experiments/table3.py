@@ -3,10 +3,10 @@ for no pre-training, CC3M, CC12M and CC3M+CC12M pre-training.
 
   python -m cc12m_jax.experiments --suite=configs/experiments/table3.py[:paper] --workdir=W
 
-Fine-tuning steps are selected on `selection_source` (coco_val: the
-synthetic world has no held-out nocaps split yet; once it has one, that
-split replaces coco_val here) and the table reports `report_source`
-(nocaps_val), never the selection split.
+Fine-tuning steps are selected on `selection_source` (coco_val, held out
+from fine-tuning and from what is reported, and a selection a paper-size run
+can make too: nocaps test references are not public) and the table reports
+`report_source` (nocaps_val), never the selection split.
 """
 from configs.experiments import common
 

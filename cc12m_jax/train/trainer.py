@@ -201,10 +201,14 @@ def _log_train_metrics(writer, fetched, step, *, elapsed, steps_done, per_device
   eta = remaining_steps / max(steps_per_sec, 1e-9)
   skipped = not_trained_on["skipped"]
   reasons = ", ".join(f"{k} {v}" for k, v in skipped.items() if v)
-  logging.info("step %d: loss %.4f acc %.3f | %.2f steps/s, %.1f examples/s/device, ETA %s"
+  # Every objective names its own accuracies (ic: token_accuracy, moc: accuracy,
+  # vlm: i2t/t2i_accuracy; a weighted sum prefixes each with its objective).
+  accuracies = " ".join(f"{name[len('train/'):]} {value:.3f}"
+                        for name, value in sorted(scalars.items())
+                        if name.startswith("train/") and name.endswith("accuracy"))
+  logging.info("step %d: loss %.4f %s | %.2f steps/s, %.1f examples/s/device, ETA %s"
                " | skipped %d%s",
-               step, scalars.get("train/loss", float("nan")),
-               scalars.get("train/token_accuracy", float("nan")), steps_per_sec,
+               step, scalars.get("train/loss", float("nan")), accuracies, steps_per_sec,
                scalars["train/examples_per_sec_per_device"],
                time.strftime("%H:%M:%S", time.gmtime(eta)), sum(skipped.values()),
                f" ({reasons})" if reasons else "")

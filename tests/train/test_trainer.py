@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import optax
+from clu import metric_writers
 
 from cc12m_jax import config_rules
 from cc12m_jax.core import checkpointing
@@ -119,3 +120,18 @@ def test_relative_workdir_checkpoints_save_and_restore(pretrained, tmp_path, mon
   again.close()
   for a, b in zip(jax.tree_util.tree_leaves(restored), jax.tree_util.tree_leaves(saved)):
     np.testing.assert_array_equal(np.asarray(a), b)
+
+
+def test_progress_line_shows_each_objectives_accuracy(caplog):
+  """A weighted sum logs 'ic/token_accuracy' and 'moc/accuracy', not a missing 'acc'."""
+  fetched = [(1, {"loss": 2.0, "ic/loss": 1.0, "ic/token_accuracy": 0.25,
+                  "moc/loss": 10.0, "moc/accuracy": 0.5}),
+             (2, {"loss": 4.0, "ic/loss": 3.0, "ic/token_accuracy": 0.75,
+                  "moc/loss": 10.0, "moc/accuracy": 0.5})]
+  with caplog.at_level("INFO"):
+    trainer._log_train_metrics(metric_writers.LoggingWriter(), fetched, 2, elapsed=1.0,
+                               steps_done=2, per_device_batch=4, remaining_steps=8,
+                               not_trained_on={"skipped": {}, "filtered": {}})
+  line = next(r.getMessage() for r in caplog.records if r.getMessage().startswith("step 2:"))
+  assert "loss 3.0000 ic/token_accuracy 0.500 moc/accuracy 0.500 |" in line, line
+  assert "nan" not in line

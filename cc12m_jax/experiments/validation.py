@@ -5,7 +5,8 @@ would otherwise surface hours into the first one. For every stage this
 builds the config its command builds and runs the entry point's own
 `config_rules.validate` on it, then checks that the data it reads exists:
 its training sources (read even by evaluate stages, for the feature
-dimension), the eval sources it scores and its reference file; and that
+dimension), the eval sources it scores, its reference file and, for moc,
+its cluster centroids; and that
 an evaluate stage's fixed checkpoint step is one its training stage keeps.
 
 The device count is the least the stage's mesh needs (an explicit axis
@@ -24,6 +25,8 @@ from cc12m_jax import config_rules
 from cc12m_jax.data import metadata
 from cc12m_jax.experiments import commands
 from cc12m_jax.experiments.suite import Suite, SuiteError
+from cc12m_jax.objectives import moc
+from cc12m_jax.objectives import registry
 
 
 def _sources(text: str) -> list[str]:
@@ -46,6 +49,14 @@ def data_problems(stage_key: str, config: ml_collections.ConfigDict) -> list[str
       problems.append(f"stage {stage_key} reads source {source!r}, which {data_dir} does not "
                       f"have (no {source}/{metadata.METADATA_FILE}); generate or import it, "
                       "or change the suite (docs/experiments.md lists each suite's sources)")
+  if config.mode in ("pretrain", "finetune") and "moc" in registry.tasks(config.train.objective):
+    centroids = moc.centroids_file(config)
+    if not epath.Path(centroids).exists():
+      problems.append(f"stage {stage_key} trains {config.train.objective!r}, whose cluster "
+                      f"centroids {centroids} do not exist; make them first with "
+                      f"python -m cc12m_jax.data.clusters --data_dir={data_dir} "
+                      f"--source={epath.Path(centroids).parent.name} "
+                      "(docs/objectives.md)")
   if config.eval.references and not epath.Path(config.eval.references).exists():
     problems.append(f"stage {stage_key}: config.eval.references={config.eval.references} "
                     "does not exist")

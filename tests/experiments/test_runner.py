@@ -185,6 +185,16 @@ def test_a_missing_split_fails_validation_naming_it(tiny_world):
   assert "stage cc12m/ic_zero_shot_cc3m_dev" in str(e.value)
 
 
+def test_moc_without_centroids_fails_validation_naming_the_job(tiny_world):
+  suite = _load("configs/experiments/table12.py", data_dir=tiny_world)
+  with pytest.raises(suite_lib.SuiteError) as e:
+    validation.check(suite, "/tmp/w")
+  message = str(e.value)
+  assert f"centroids {tiny_world}/cc12m/centroids.npy do not exist" in message
+  assert f"cc12m_jax.data.clusters --data_dir={tiny_world} --source=cc12m" in message
+  assert "ic+0.1*moc" in message and "ic+0.1*vlm" not in message
+
+
 def test_reporting_the_selection_split_is_refused():
   config = commands.load_config_file("configs/experiments/table3.py")
   config.selection_source = "nocaps_val"

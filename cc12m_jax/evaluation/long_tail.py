@@ -112,17 +112,36 @@ def gained_and_lost(before: Mapping[str, ConceptRecall], after: Mapping[str, Con
   return {"gained": gained, "lost": lost}
 
 
+def pooled(recalls: Sequence[Mapping[str, ConceptRecall]]) -> dict[str, ConceptRecall]:
+  """Several runs of one condition (seeds) as one: their pairs summed per concept."""
+  out: dict[str, ConceptRecall] = {}
+  for run in recalls:
+    for concept, r in run.items():
+      row = out.setdefault(concept, ConceptRecall())
+      row.named += r.named
+      row.shown += r.shown
+  return out
+
+
 def long_tail_report(conditions: Mapping[str, Mapping[str, str]],
                      image_concepts: Mapping[str, set[str]],
                      matcher: concepts_lib.ConceptMatcher,
                      source_counts: Mapping[str, Mapping[str, int]], bucket_source: str,
                      compare: Sequence[tuple[str, str]] = ()) -> dict:
-  """The report as a dict (see the module docstring); `source_counts`: {source: {concept: n}}."""
+  """The report as a dict (see the module docstring); `conditions`: {name: predictions}."""
+  recalls = {name: per_concept_recall(preds, image_concepts, matcher)
+             for name, preds in conditions.items()}
+  return report_from_recalls(recalls, image_concepts, source_counts, bucket_source, compare)
+
+
+def report_from_recalls(recalls: Mapping[str, Mapping[str, ConceptRecall]],
+                        image_concepts: Mapping[str, set[str]],
+                        source_counts: Mapping[str, Mapping[str, int]], bucket_source: str,
+                        compare: Sequence[tuple[str, str]] = ()) -> dict:
+  """The report from each condition's per-concept recall; `source_counts`: {source: {concept: n}}."""
   if bucket_source not in source_counts:
     raise KeyError(f"bucket source {bucket_source!r} not in the statistics "
                    f"(have {sorted(source_counts)})")
-  recalls = {name: per_concept_recall(preds, image_concepts, matcher)
-             for name, preds in conditions.items()}
   counts = source_counts[bucket_source]
   concepts = sorted({c for shown in image_concepts.values() for c in shown})
   report = {

@@ -2,7 +2,10 @@
 
 Validates every stage of the suite, runs the unfinished ones (each a
 `python -m cc12m_jax.main` subprocess), then writes
-`DIR/<suite>/results.json` and `results.md` and prints the Markdown.
+`DIR/<suite>/results.json` and `results.md` and prints the Markdown, and,
+when the suite names long_tail rows and the data knows what each image
+shows, the per-concept long-tail report in `DIR/<suite>/long_tail/`
+(experiments/concept_report.py).
 
   --seeds=N          run every condition with seeds 0 .. N-1
   --dry_run          print each stage's command (in order) and run nothing
@@ -17,6 +20,7 @@ Validates every stage of the suite, runs the unfinished ones (each a
 """
 from __future__ import annotations
 
+import os
 import shlex
 import sys
 
@@ -24,7 +28,8 @@ from absl import app, flags
 from ml_collections import config_flags
 
 from cc12m_jax import config_check
-from cc12m_jax.experiments import results, runner, suite as suite_lib, validation
+from cc12m_jax.evaluation import long_tail
+from cc12m_jax.experiments import concept_report, results, runner, suite as suite_lib, validation
 
 SUITE = config_flags.DEFINE_config_file(
     "suite", None, "A suite file: configs/experiments/<table>.py[:synthetic|paper].",
@@ -77,6 +82,17 @@ def main(argv: list[str]) -> None:
   paths = results.write(collected, results.results_dir(WORKDIR.value, suite))
   print(results.markdown(collected))
   print(f"Results: {paths['json']}, {paths['markdown']}")
+  skipped = concept_report.why_not(suite, suite.data_dir)
+  if skipped:
+    print(f"Long-tail report skipped: {skipped}")
+    return
+  directory = os.path.join(results.results_dir(WORKDIR.value, suite), "long_tail")
+  report = concept_report.make(suite, WORKDIR.value, seeds, suite.data_dir, configs, directory)
+  if report is None:
+    print("Long-tail report skipped: no long_tail row has an evaluation yet")
+    return
+  print(long_tail.markdown(report))
+  print(f"Long-tail report: {directory}/long_tail.md, long_tail.png")
 
 
 if __name__ == "__main__":

@@ -133,6 +133,12 @@ class Suite:
   bootstrap_samples: int = 1000
   bootstrap_seed: int = 0
   confidence: float = 0.95
+  # The per-concept long-tail report (experiments/concept_report.py): the rows
+  # it covers, (before, after) row pairs whose most gained and lost concepts it
+  # lists, and the pre-training source whose concept counts make its buckets.
+  long_tail_rows: tuple[str, ...] = ()
+  long_tail_compare: tuple[tuple[str, str], ...] = ()
+  long_tail_bucket_source: str = "cc12m"
 
   def stage(self, key: str) -> Stage:
     for s in self.stages:
@@ -286,6 +292,13 @@ def from_config(cfg: ml_collections.ConfigDict) -> Suite:
     raise SuiteError(f"suite.paper_table: {paper_table!r} is not one of {sorted(paper.FIGURES)} "
                      "('' for none)")
   boot = cfg.get("bootstrap", ml_collections.ConfigDict())
+  tail = cfg.get("long_tail", ml_collections.ConfigDict())
+  compare = []
+  for pair in tail.get("compare", ()):
+    before, sep, after = pair.partition(",")
+    if not sep:
+      raise SuiteError(f"suite.long_tail.compare: {pair!r} is not 'before_row,after_row'")
+    compare.append((before.strip(), after.strip()))
   suite = Suite(
       name=cfg.name, title=cfg.get("title", cfg.name), size=cfg.get("size", ""),
       paper_table=paper_table, data_dir=cfg.data_dir,
@@ -293,7 +306,9 @@ def from_config(cfg: ml_collections.ConfigDict) -> Suite:
       selection_metric=cfg.get("selection_metric", ""), stages=tuple(_order(stages)),
       rows=rows, columns=columns, claims=tuple(claims),
       bootstrap_samples=int(boot.get("samples", 1000)), bootstrap_seed=int(boot.get("seed", 0)),
-      confidence=float(boot.get("confidence", 0.95)))
+      confidence=float(boot.get("confidence", 0.95)),
+      long_tail_rows=tuple(tail.get("rows", ())), long_tail_compare=tuple(compare),
+      long_tail_bucket_source=tail.get("bucket_source", "cc12m"))
   _check_table(suite)
   return suite
 
@@ -323,6 +338,15 @@ def _check_table(suite: Suite) -> None:
         raise SuiteError(f"{where}: stage {stage.key} selects its checkpoint on "
                          f"{column.source!r}, so that split cannot be reported")
   rows, columns = {r.key for r in suite.rows}, {c.key for c in suite.columns}
+  for r in suite.long_tail_rows + tuple(r for pair in suite.long_tail_compare for r in pair):
+    if r not in rows:
+      raise SuiteError(f"suite.long_tail: no row {r!r} (rows: {sorted(rows)})")
+    if suite.report_source not in suite.stage(f"{suite.row(r).condition}/{suite.row(r).stage}"
+                                              ).sources:
+      raise SuiteError(f"suite.long_tail: row {r!r} does not evaluate {suite.report_source!r}")
+  for pair in suite.long_tail_compare:
+    if not set(pair) <= set(suite.long_tail_rows):
+      raise SuiteError(f"suite.long_tail.compare: {pair} must be among long_tail.rows")
   for i, claim in enumerate(suite.claims):
     where = f"suite.claims[{i}] ({claim.text!r})"
     if claim.is_gain:

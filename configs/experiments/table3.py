@@ -34,6 +34,10 @@ def get_config(size: str = "synthetic"):
                for key, label, group in (("in", "in", "in-domain"), ("near", "near", "near-domain"),
                                          ("out", "out", "out-domain"),
                                          ("overall", "overall", "overall"))]
+  # Naming recall by concept frequency in CC12M: where the out-of-domain gain
+  # (or loss) comes from, concept by concept.
+  c.long_tail = {"rows": ["scratch", "cc3m_ft", "cc12m_ft", "cc3m_cc12m_ft"],
+                 "compare": ["cc3m_ft,cc12m_ft"], "bucket_source": "cc12m"}
   c.claims = [
       common.chain("Fine-tuned, out-of-domain CIDEr: scratch < CC3M < CC12M <= CC3M+CC12M",
                    "out", "scratch < cc3m_ft < cc12m_ft <= cc3m_cc12m_ft"),

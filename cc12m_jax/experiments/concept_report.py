@@ -1,0 +1,117 @@
+"""A suite's per-concept long-tail report (cc12m_jax/evaluation/long_tail.py).
+
+After the results table, the runner asks, for each row of `suite.long_tail`:
+of the (image, concept) pairs of the reported split, how often does the
+row's caption name the concept, by how often the concept occurs in a
+pre-training source? That is the paper's long-tail claim concept by concept,
+and where a condition loses a concept (never learned in pre-training, erased
+by fine-tuning, never decoded) shows as a bucket, not as one CIDEr figure.
+
+  * Which concepts an image shows: `<data_dir>/<report source>/concepts.json`,
+    which the synthetic world writes. Real data has no such file; the report
+    is then skipped (say so), and `python -m cc12m_jax.evaluation.long_tail
+    --references=...` matches concept mentions in the references instead.
+  * Each concept's count per training source: the curation statistics job
+    (cc12m_jax/curation/stats.py) over the record shards of every source the
+    suite's training stages read, with the shown concepts as its classes.
+  * Seeds are pooled: a row's recall is over the pairs of all its seeds.
+
+Writes `<results dir>/long_tail/` (long_tail.json, .md, .png) and the
+statistics job's output under `<results dir>/long_tail/stats/`.
+"""
+from __future__ import annotations
+
+import os
+from typing import Mapping, Sequence
+
+import ml_collections
+from etils import epath
+
+from cc12m_jax.curation import stats as stats_lib
+from cc12m_jax.data import metadata
+from cc12m_jax.evaluation import concepts as concepts_lib
+from cc12m_jax.evaluation import long_tail
+from cc12m_jax.evaluation import report as report_lib
+from cc12m_jax.experiments import commands, scores
+from cc12m_jax.experiments.suite import Suite
+
+CONCEPTS_FILE = "concepts.json"
+PREDICTIONS_FILE = "predictions.json"
+# One process: the job counts a few thousand captions.
+_STATS_PIPELINE_ARGS = ("--direct_running_mode=in_memory",)
+
+
+def image_concepts_path(suite: Suite, data_dir: str) -> epath.Path:
+  return epath.Path(data_dir) / suite.report_source / CONCEPTS_FILE
+
+
+def why_not(suite: Suite, data_dir: str) -> str:
+  """'' when the report can be made; otherwise the reason it is skipped."""
+  if not suite.long_tail_rows:
+    return "the suite names no long_tail rows"
+  if not image_concepts_path(suite, data_dir).exists():
+    return (f"{image_concepts_path(suite, data_dir)} does not exist (only the synthetic world "
+            "knows what each image shows; for real data run cc12m_jax.evaluation.long_tail "
+            "with --references)")
+  return ""
+
+
+def training_sources(configs: Mapping[str, ml_collections.ConfigDict]) -> list[str]:
+  """Every source a training stage of the suite reads, in first-seen order."""
+  seen: list[str] = []
+  for config in configs.values():
+    if config.mode in ("pretrain", "finetune"):
+      for source in config.data.train_sources.split(","):
+        if source.strip() and source.strip() not in seen:
+          seen.append(source.strip())
+  return seen
+
+
+def source_counts(data_dir: str, sources: Sequence[str], concepts: Sequence[str],
+                  output_dir: str) -> dict[str, dict[str, int]]:
+  """{source: {concept: instances in its captions}} from the statistics job."""
+  datasets = {s: os.path.join(data_dir, s, f"{metadata.SHARD_PREFIX}-*") for s in sources}
+  results = stats_lib.compare(datasets, list(concepts), [], output_dir,
+                              list(_STATS_PIPELINE_ARGS))
+  return {name: dict(r["classes"]["instances"]) for name, r in results.items()}
+
+
+def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
+                image_concepts: Mapping[str, set[str]], matcher: concepts_lib.ConceptMatcher
+                ) -> dict[str, dict[str, long_tail.ConceptRecall]]:
+  """{row key: per-concept recall pooled over the seeds whose evaluation exists}."""
+  out = {}
+  for key in suite.long_tail_rows:
+    row = suite.row(key)
+    stage = suite.stage(f"{row.condition}/{row.stage}")
+    runs = []
+    for seed in seeds:
+      try:
+        _, directory = scores.find(commands.stage_dir(workdir, stage.key, seed),
+                                   suite.report_source)
+      except FileNotFoundError:
+        continue
+      predictions = report_lib.read_predictions(str(directory / PREDICTIONS_FILE))
+      runs.append(long_tail.per_concept_recall(predictions, image_concepts, matcher))
+    if runs:
+      out[key] = long_tail.pooled(runs)
+  return out
+
+
+def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
+         configs: Mapping[str, ml_collections.ConfigDict], output_dir: str) -> dict | None:
+  """Writes the report under output_dir and returns it; None when no row has results."""
+  image_concepts = long_tail.load_image_concepts(str(image_concepts_path(suite, data_dir)))
+  names = sorted({c for shown in image_concepts.values() for c in shown})
+  matcher = concepts_lib.ConceptMatcher([concepts_lib.Concept(n) for n in names])
+  recalls = row_recalls(suite, workdir, seeds, image_concepts, matcher)
+  if not recalls:
+    return None
+  counts = source_counts(data_dir, training_sources(configs), names,
+                         os.path.join(output_dir, "stats"))
+  compare = [pair for pair in suite.long_tail_compare if set(pair) <= set(recalls)]
+  report = long_tail.report_from_recalls(recalls, image_concepts, counts,
+                                         suite.long_tail_bucket_source, compare)
+  report["seeds"] = list(seeds)
+  long_tail.write(report, output_dir)
+  return report

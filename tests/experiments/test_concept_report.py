@@ -1,0 +1,111 @@
+"""The runner's per-concept long-tail report, from fixture predictions and records,
+against hand computations."""
+import json
+import os
+
+import ml_collections
+import numpy as np
+import pytest
+
+from cc12m_jax.data import metadata, records
+from cc12m_jax.experiments import commands, concept_report, suite as suite_lib
+from configs.experiments import common
+
+# What each nocaps-style image shows.
+SHOWN = {"1": ["dog"], "2": ["dog", "kite"], "3": ["zebra"]}
+# Captions of the training sources: cc12m names dog 3 times and zebra 12 times
+# (10+ bucket), cc3m names dog once and kite once.
+TRAINING = {"cc12m": ["a dog", "two dogs", "a dog and a cat"] + ["a zebra"] * 12,
+            "cc3m": ["a dog", "a kite", "a cat"]}
+PREDICTIONS = {
+    ("a", 0): {"1": "a dog", "2": "a kite", "3": "a horse"},
+    ("a", 1): {"1": "a cat", "2": "a dog and a kite", "3": "zebras"},
+    ("b", 0): {"1": "a dog", "2": "a dog with a kite", "3": "a zebra"},
+}
+
+
+def _world(tmp_path) -> str:
+  data_dir = str(tmp_path / "data")
+  os.makedirs(os.path.join(data_dir, "nocaps_val"))
+  with open(os.path.join(data_dir, "nocaps_val", "concepts.json"), "w") as f:
+    json.dump(SHOWN, f)
+  for source, caps in TRAINING.items():
+    recs = [records.FeatureRecord(
+        image_id=f"{source}_{i}", source=source, global_feature=np.zeros(4, np.float32),
+        region_features=np.zeros((1, 4), np.float32),
+        region_boxes=np.array([[0, 0, 1, 1]], np.float32), tags=[], tag_scores=np.zeros(0),
+        captions=[c], width=8, height=8) for i, c in enumerate(caps)]
+    records.write_records(metadata.shard_prefix(data_dir, source), recs, 2)
+  return data_dir
+
+
+def _suite(data_dir: str, **long_tail) -> suite_lib.Suite:
+  c = common.suite("fixture", "Fixture", "synthetic", report_source="nocaps_val",
+                   selection_source="coco_val", selection_metric="overall/CIDEr")
+  c.data_dir = data_dir
+  c.paper_table = ""
+  for name in ("a", "b"):
+    c.conditions[name] = {"pre": common.stage("configs/synthetic_pretrain.py", "pretrain"),
+                          "ev": common.ic_evaluate("synthetic", of="pre")}
+  c.rows = [common.row("a", "A", "a", "ev"), common.row("b", "B", "b", "ev")]
+  c.columns = [common.column("overall", "overall", "nocaps_val", "overall/CIDEr", 100.0)]
+  c.long_tail = long_tail or {"rows": ["a", "b"], "compare": ["a,b"], "bucket_source": "cc12m"}
+  return suite_lib.from_config(c)
+
+
+def _training_configs():
+  def config(mode, sources):
+    return ml_collections.ConfigDict({"mode": mode, "data": {"train_sources": sources}})
+  return {"a/pre": config("pretrain", "cc12m,cc3m"), "b/pre": config("pretrain", "cc12m"),
+          "a/ev": config("evaluate", "coco_train")}
+
+
+def test_report_pools_seeds_and_buckets_by_the_statistics_jobs_counts(tmp_path):
+  data_dir = _world(tmp_path)
+  suite = _suite(data_dir)
+  workdir = str(tmp_path / "w")
+  for (row, seed), preds in PREDICTIONS.items():
+    directory = os.path.join(commands.stage_dir(workdir, f"{row}/ev", seed), "eval",
+                             "nocaps_val", "step_5")
+    os.makedirs(directory)
+    with open(os.path.join(directory, "predictions.json"), "w") as f:
+      json.dump([{"image_id": i, "caption": c} for i, c in preds.items()], f)
+  assert concept_report.why_not(suite, data_dir) == ""
+  out = str(tmp_path / "out")
+  report = concept_report.make(suite, workdir, [0, 1], data_dir, _training_configs(), out)
+
+  # Counts: the statistics job over the records of cc12m and cc3m (not coco_train,
+  # which only an evaluate stage names).
+  assert report["concepts"]["dog"]["counts"] == {"cc12m": 3, "cc3m": 1}
+  assert report["concepts"]["kite"]["counts"] == {"cc12m": 0, "cc3m": 1}
+  assert report["concepts"]["zebra"]["counts"] == {"cc12m": 12, "cc3m": 0}
+  # Buckets by cc12m count: kite in '0', dog in '1-9', zebra in '10-99'.
+  # Row a pools seeds 0 and 1: dog shown 4 times, named 3 (seed 0: images 1, -;
+  # seed 1: -, 2); kite shown 2, named 2; zebra 2 / 1 ('zebras' counts).
+  a = {r["bucket"]: (r["named"], r["pairs"]) for r in report["by_bucket"]["a"]}
+  assert a == {"0": (2, 2), "1-9": (2, 4), "10-99": (1, 2), "100-999": (0, 0), "1000+": (0, 0)}
+  b = {r["bucket"]: (r["named"], r["pairs"]) for r in report["by_bucket"]["b"]}
+  assert b == {"0": (1, 1), "1-9": (2, 2), "10-99": (1, 1), "100-999": (0, 0), "1000+": (0, 0)}
+  gained = report["comparisons"]["a->b"]["gained"]
+  # a -> b: dog 0.5 -> 1, zebra 0.5 -> 1 (ties by name); kite 1 -> 1 is neither.
+  assert [(g["concept"], g["delta"]) for g in gained] == [("dog", 0.5), ("zebra", 0.5)]
+  assert report["comparisons"]["a->b"]["lost"] == []
+  assert report["seeds"] == [0, 1]
+  for name in ("long_tail.json", "long_tail.md", "long_tail.png"):
+    assert os.path.getsize(os.path.join(out, name)) > 0
+  assert os.path.exists(os.path.join(out, "stats", "stats.json"))
+
+
+def test_without_image_concepts_the_report_is_skipped_saying_why(tmp_path):
+  suite = _suite(str(tmp_path / "real"))
+  assert "nocaps_val/concepts.json does not exist" in concept_report.why_not(
+      suite, str(tmp_path / "real"))
+
+
+def test_long_tail_rows_must_exist_and_evaluate_the_reported_split(tmp_path):
+  with pytest.raises(suite_lib.SuiteError, match="long_tail: no row 'z'"):
+    _suite(str(tmp_path), rows=["a", "z"])
+  with pytest.raises(suite_lib.SuiteError, match="must be among long_tail.rows"):
+    _suite(str(tmp_path), rows=["a"], compare=["a,b"])
+  with pytest.raises(suite_lib.SuiteError, match="is not 'before_row,after_row'"):
+    _suite(str(tmp_path), rows=["a", "b"], compare=["a-b"])

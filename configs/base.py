@@ -207,6 +207,7 @@ def synthetic_config() -> ml_collections.ConfigDict:
   # (docs/record_format.md); 'float32' keeps them exact.
   c.feature_dtype = "float16"
   c.num_cc3m = 2_000
+  c.num_cc3m_dev = 250       # CC3M-style dev split (Table 7)
   c.num_cc12m = 8_000
   c.num_coco_train = 2_000
   c.num_coco_val = 250

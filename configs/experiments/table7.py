@@ -4,8 +4,9 @@ zero-shot 39.3).
 
   python -m cc12m_jax.experiments --suite=configs/experiments/table7.py[:paper] --workdir=W
 
-Needs a `cc3m_dev` source (`report_source`): the suite stops at validation,
-naming it, when the data directory lacks it. There is no second held-out
+Reports the `cc3m_dev` source (the synthetic world writes one; with real
+data, import CC3M's validation TSV as `cc3m_dev`): the suite stops at
+validation, naming it, when the data directory lacks it. There is no second held-out
 CC3M split to select steps on, so no step is selected (`selection_source`
 ''): the fine-tuned model is its last checkpoint. The from-scratch model is
 the CC3M pre-training run of Table 3.

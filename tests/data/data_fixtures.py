@@ -17,6 +17,7 @@ def tiny_config(seed: int = 0):
   s.feature_dim = FEATURE_DIM
   s.num_concepts = 60
   s.num_cc3m = 40
+  s.num_cc3m_dev = 6
   s.num_cc12m = 120
   s.num_coco_train = 30
   s.num_coco_val = 10

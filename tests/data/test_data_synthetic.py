@@ -71,7 +71,7 @@ def test_sources_and_summary(tiny_world):
               "coco_val": (syn.num_coco_val, 5),
               "nocaps_val": (syn.num_nocaps_val, 10),
               "flickr_train": (12, 5), "flickr_val": (3, 5),
-              "flickr_test": (3, 5)}
+              "flickr_test": (3, 5), "cc3m_dev": (syn.num_cc3m_dev, 1)}
   for source, (n, caps) in expected.items():
     meta = metadata_lib.load_metadata(data_dir, source)
     assert (meta.num_records, meta.num_captions, meta.feature_dim) == (

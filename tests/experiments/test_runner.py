@@ -179,9 +179,11 @@ def test_dry_run_prints_stages_after_their_inputs_selecting_on_the_held_out_spli
 
 def test_a_missing_split_fails_validation_naming_it(tiny_world):
   suite = _load("configs/experiments/table7.py", data_dir=tiny_world)
+  validation.check(suite, "/tmp/w")  # the world has cc3m_dev
+  suite = _load("configs/experiments/table7.py", data_dir=tiny_world, report_source="cc3m_test")
   with pytest.raises(suite_lib.SuiteError) as e:
     validation.check(suite, "/tmp/w")
-  assert "reads source 'cc3m_dev', which " + tiny_world in str(e.value)
+  assert "reads source 'cc3m_test', which " + tiny_world in str(e.value)
   assert "stage cc12m/ic_zero_shot_cc3m_dev" in str(e.value)
 
 

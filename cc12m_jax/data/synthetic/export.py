@@ -10,7 +10,7 @@ writes the same images as a team with real data would hold them:
                                    standard columns plus global_feature;
                                    boxes in pixels)
   tags/<source>.jsonl              {"image_id", "tags": [{"name", "score"}]}
-  captions/cc3m.tsv                caption<TAB>url (CC3M's column order)
+  captions/cc3m.tsv, cc3m_dev.tsv  caption<TAB>url (CC3M's column order)
   captions/cc12m.tsv               url<TAB>caption (CC12M's)
   captions/<coco source>.json      COCO captions JSON (width, height)
   captions/nocaps_val.json         nocaps JSON (COCO layout + domain)
@@ -45,7 +45,8 @@ from cc12m_jax.data.importers import bottomup
 from cc12m_jax.data.importers import image_ids
 from cc12m_jax.data.synthetic import generate as generate_lib
 
-WEB_SOURCES = ("cc3m", "cc12m")
+# CC3M and CC12M ship as TSV (CC3M: caption, url; its dev split likewise).
+WEB_SOURCES = ("cc3m", "cc12m", "cc3m_dev")
 COCO_SOURCES = ("coco_train", "coco_val")
 FLICKR_SOURCES = ("flickr_train", "flickr_val", "flickr_test")
 LOCNAR_SOURCES = COCO_SOURCES + ("nocaps_val",) + FLICKR_SOURCES
@@ -161,7 +162,7 @@ def tags_lines(records: Sequence[records_lib.FeatureRecord], source: str):
 def cc_lines(records: Sequence[records_lib.FeatureRecord], source: str):
   for r in records:
     url, caption = url_of(r.image_id), r.captions[0]
-    yield f"{caption}\t{url}" if source == "cc3m" else f"{url}\t{caption}"
+    yield f"{caption}\t{url}" if source.startswith("cc3m") else f"{url}\t{caption}"
 
 
 def coco_json(records: Sequence[records_lib.FeatureRecord],

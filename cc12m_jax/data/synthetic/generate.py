@@ -33,8 +33,10 @@ from cc12m_jax.data.text import build_vocab as build_vocab_lib
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
 
 TRAIN_SOURCES = ("cc3m", "cc12m", "coco_train", "flickr_train")
+# New sources go last: a source's code seeds its records, so appending one
+# leaves every other source's bytes as they were.
 ALL_SOURCES = ("cc3m", "cc12m", "coco_train", "coco_val", "nocaps_val",
-               "flickr_train", "flickr_val", "flickr_test")
+               "flickr_train", "flickr_val", "flickr_test", "cc3m_dev")
 EVAL_SOURCES = tuple(s for s in ALL_SOURCES if s not in TRAIN_SOURCES)
 # Sources whose captions make the vocabulary (the training corpora).
 VOCAB_SOURCES = TRAIN_SOURCES
@@ -76,7 +78,7 @@ def _source_specs(cfg: ml_collections.ConfigDict,
   period = (max(1, round(1.0 / cfg.cc12m_duplicate_fraction))
             if cfg.cc12m_duplicate_fraction > 0 else 0)
 
-  def cc3m(w, i, rng):
+  def cc3m(w, i, rng, prefix="cc3m"):
     # CC3M's filters (text quality, rare words, image-text overlap) reject
     # alt-texts of tail concepts more often than of common ones: a candidate
     # showing a novel concept passes with probability cc3m_novel_keep.
@@ -85,7 +87,7 @@ def _source_specs(cfg: ml_collections.ConfigDict,
            and rng.random() >= cfg.cc3m_novel_keep):
       scene = w.sample_scene(rng)
     return (scene, [captions_lib.cc3m_style(w, scene, rng)], "",
-            f"cc3m_{i:07d}", rng)
+            f"{prefix}_{i:07d}", rng)
 
   def cc12m(w, i, rng):
     if period and cfg.num_cc3m and i % period == 0:
@@ -149,6 +151,10 @@ def _source_specs(cfg: ml_collections.ConfigDict,
                  flickr(splits["flickr_train"])),
       SourceSpec("flickr_test", splits["flickr_test"],
                  flickr(splits["flickr_train"] + splits["flickr_val"])),
+      # CC3M's own dev split (Table 7's benchmark): the same filtered web
+      # distribution and style as cc3m, other images, one caption each.
+      SourceSpec("cc3m_dev", cfg.num_cc3m_dev,
+                 lambda w, i, rng: cc3m(w, i, rng, prefix="cc3m_dev")),
   ]
 
 

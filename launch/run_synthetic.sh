@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
-# The main job on the synthetic long-tail world: the paper's whole flow.
+# The main job on the synthetic long-tail world: the paper's headline comparison.
 #   1. generate the world (feature records, references, vocabulary)
-#   2. pre-train the ic captioner on CC12M-style records (CC3M images excluded)
-#   3. fine-tune it on COCO-style records
-#   4. decode the nocaps-style validation set with beam search and print the
-#      per-domain table (CIDEr, BLEU-4, METEOR, ROUGE-L) with example captions.
-# Every step goes through the same entry points as real data. Extra arguments
-# are passed to every cc12m_jax.main call (e.g. --config.train.num_train_steps=100).
-# A re-run resumes: finished steps are restored from their workdirs.
+#   2. run configs/experiments/headline.py through the experiment runner: pre-train
+#      the ic captioner on CC3M-style and on CC12M-style records (CC3M images
+#      excluded from CC12M), fine-tune each on COCO-style records with the step
+#      chosen on coco_val, train one on COCO-style records only, and decode the
+#      nocaps-style validation set with beam search;
+#   3. print the per-domain CIDEr table beside the paper's Table 3, whether the
+#      paper's orderings hold (paired bootstrap intervals), and the per-concept
+#      long-tail report (naming recall by concept frequency, with a PNG).
+# Every stage goes through the same entry point as real data (cc12m_jax.main).
+# Extra arguments go to the runner (e.g. --seeds=3, --dry_run). A re-run skips
+# finished stages and resumes an interrupted one from its checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash launch/install.sh
@@ -17,19 +21,11 @@ DATA=${DATA:-data/synthetic}
 WORK=${WORK:-workdirs/synthetic}
 export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu} TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
 
-echo "=== [1/4] Generating the synthetic world into $DATA"
+echo "=== [1/2] Generating the synthetic world into $DATA"
 "$PY" -m cc12m_jax.data.synthetic.generate --config=configs/synthetic_data.py --output_dir="$DATA"
 
-echo "=== [2/4] Pre-training on CC12M-style records ($WORK/pretrain)"
-"$PY" -m cc12m_jax.main --config=configs/synthetic_pretrain.py --workdir="$WORK/pretrain" \
-  --config.data.data_dir="$DATA" "$@"
-
-echo "=== [3/4] Fine-tuning on COCO-style records ($WORK/finetune)"
-"$PY" -m cc12m_jax.main --config=configs/synthetic_finetune.py --workdir="$WORK/finetune" \
-  --config.data.data_dir="$DATA" --config.train.init_from="$WORK/pretrain" "$@"
-
-echo "=== [4/4] Beam-search decoding and scoring of the nocaps-style validation set"
-"$PY" -m cc12m_jax.main --config=configs/synthetic_finetune.py --workdir="$WORK/evaluate" \
-  --config.mode=evaluate --config.data.data_dir="$DATA" --config.data.eval_sources=nocaps_val \
-  --config.eval.checkpoint_dir="$WORK/finetune" "$@"
-echo "Done. Reports: $WORK/evaluate/eval/; TensorBoard: tensorboard --logdir $WORK"
+echo "=== [2/2] CC3M-style against CC12M-style pre-training, each fine-tuned ($WORK)"
+"$PY" -m cc12m_jax.experiments --suite=configs/experiments/headline.py --workdir="$WORK" \
+  --suite.data_dir="$DATA" "$@"
+echo "Done. Table: $WORK/headline/results.md; long tail: $WORK/headline/long_tail/;" \
+  "stage logs and TensorBoard: $WORK/runs/"

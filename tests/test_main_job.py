@@ -1,9 +1,10 @@
-"""The main job, small: the README's paper flow through cc12m_jax.main.run.
+"""One condition of the main job, small, through cc12m_jax.main.run.
 
-Same code path as launch/run_synthetic.sh (synthetic generator -> pretrain on
-CC12M-style records -> finetune on COCO-style records -> beam-search decode and
-nocaps-protocol scoring), on a tiny world and a tiny model, and checks that the
-fine-tuned captioner scores well above an untrained one.
+launch/run_synthetic.sh runs the headline suite, whose every condition is this
+chain (synthetic generator -> pretrain on web-style records -> finetune on
+COCO-style records -> beam-search decode and nocaps-protocol scoring); here on
+a tiny world and a tiny model, checking that the fine-tuned captioner scores
+well above an untrained one. The runner itself is tested in tests/experiments.
 """
 import json
 import os

@@ -57,6 +57,13 @@ if [[ "$SIZE" == synthetic && ! -f "$DATA/vocab.txt" ]]; then
 fi
 
 for suite in "${RUN[@]}"; do
+  # Table 12's moc row reads the region clusters of its pre-training data
+  # (docs/objectives.md); at paper size they are made once, by hand, at scale.
+  if [[ "$SIZE" == synthetic && "$suite" == table12 && ! -f "$DATA/cc12m/centroids.npy" ]]; then
+    echo "=== Clustering the cc12m region features of $DATA (moc labels)"
+    "$PY" -m cc12m_jax.data.clusters --data_dir="$DATA" --source=cc12m \
+      --num_clusters=256 --sample_regions=50000
+  fi
   echo "=== $suite ($SIZE size, $SEEDS seed(s)) in $WORK"
   "$PY" -m cc12m_jax.experiments --suite="configs/experiments/$suite.py:$SIZE" \
     --suite.data_dir="$DATA" --workdir="$WORK" --seeds="$SEEDS" --python="$PY" "$@"

@@ -53,17 +53,18 @@ def result_directory(workdir: str, source: str, step: int) -> str:
 
 def report(result: EvalResult, step: int, workdir: str, writer: Any = None,
            num_examples: int = 5) -> dict[str, str]:
-  """Writes `result`'s files (process 0), logs its metrics, prints its summary.
+  """Writes `result`'s files and prints its summary (process 0), logs its metrics.
 
   Returns {file name: path} of what was written (empty on other processes).
   """
   paths = {}
+  if writer is not None:
+    writer.write_scalars(step, {f"eval/{result.source}/{k}": v
+                                for k, v in result.metrics.items()})
   if jax.process_index() == 0:
     directory = epath.Path(result_directory(workdir, result.source, step))
     directory.mkdir(parents=True, exist_ok=True)
     paths = result.write(str(directory))
-  if writer is not None:
-    writer.write_scalars(step, {f"eval/{result.source}/{k}": v
-                                for k, v in result.metrics.items()})
-  print(f"\n{result.source} at step {step}:\n{result.summary(num_examples)}", flush=True)
+    # Every process holds the same gathered result; one printout is enough.
+    print(f"\n{result.source} at step {step}:\n{result.summary(num_examples)}", flush=True)
   return paths

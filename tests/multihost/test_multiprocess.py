@@ -161,6 +161,8 @@ def test_only_process_zero_writes_logs_reports_and_predictions(two_process_run):
   # Process 1 logs warnings only: no progress, config or evaluation lines.
   chief, other = launch.log(0), launch.log(1)
   assert re.search(r"step 12: loss", chief) and "Config:" in chief
+  summary = f"{SOURCE} at step {STEPS}:"  # the evaluation's printed summary
+  assert summary in chief and summary not in other, other
   assert not re.search(r"step \d+: loss|Config:|Resuming|Evaluated \d+ images", other), other
   assert not re.search(r"^I\d{4} [\d:.]+ +\d+ (main|trainer|selection|captioner_eval)\.py",
                        other, re.M), other

@@ -13,15 +13,16 @@
 """
 from __future__ import annotations
 
+import contextlib
 import os
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 import jax
 import ml_collections
 from absl import logging
 from clu import metric_writers
 
-from cc12m_jax.core import checkpointing, evaluator as evaluator_lib, selection
+from cc12m_jax.core import checkpointing, evaluator as evaluator_lib, selection, workdir_lock
 from cc12m_jax.core.evaluator import Evaluator
 from cc12m_jax.core.run_setup import RunSetup
 from cc12m_jax.evaluation import report as report_lib
@@ -60,9 +61,30 @@ def choose_step(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup
   return int(tracker.best_step)
 
 
+@contextlib.contextmanager
+def _locked(workdir: str) -> Iterator[None]:
+  """The workdir's lock (core/workdir_lock.py), taken by process 0.
+
+  Evaluations write reports and the selection history under their workdir as
+  a trainer writes checkpoints: two runs on one workdir would overwrite each
+  other's files, so the second fails at once, naming the first.
+  """
+  if jax.process_index() != 0:
+    yield
+    return
+  with workdir_lock.WorkdirLock(workdir):
+    yield
+
+
 def evaluate(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup,
              evaluators: Mapping[str, Evaluator]) -> dict[str, dict[str, float]]:
-  """Mode `evaluate`: {source: metrics} of the chosen checkpoint."""
+  """Mode `evaluate`: {source: metrics} of the chosen checkpoint (workdir locked)."""
+  with _locked(workdir):
+    return _evaluate(config, workdir, setup, evaluators)
+
+
+def _evaluate(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup,
+              evaluators: Mapping[str, Evaluator]) -> dict[str, dict[str, float]]:
   step = choose_step(config, workdir, setup, evaluators)
   directory = config.eval.checkpoint_dir or workdir
   params, _ = setup.restore_params(directory, step)
@@ -79,7 +101,13 @@ def evaluate(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup,
 
 def predict(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup,
             evaluators: Mapping[str, Any]) -> dict[str, str]:
-  """Mode `predict`: {source: predictions.json path}."""
+  """Mode `predict`: {source: predictions.json path} (workdir locked)."""
+  with _locked(workdir):
+    return _predict(config, workdir, setup, evaluators)
+
+
+def _predict(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup,
+             evaluators: Mapping[str, Any]) -> dict[str, str]:
   directory = config.eval.checkpoint_dir or workdir
   params, step = setup.restore_params(directory, config.eval.checkpoint_step)
   paths = {}

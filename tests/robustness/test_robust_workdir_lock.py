@@ -12,6 +12,7 @@ import orbax.checkpoint as ocp
 import pytest
 
 from cc12m_jax.core import workdir_lock
+from cc12m_jax.evaluation import modes
 from tests.train.conftest import REPO_ROOT, main_command, trainer_config
 
 
@@ -31,6 +32,7 @@ def test_second_lock_fails_naming_the_holder_and_release_frees_it(tmp_path):
 _HOLD = """
 import sys, time
 from cc12m_jax.core import workdir_lock
+from cc12m_jax.evaluation import modes
 workdir_lock.WorkdirLock(sys.argv[1]).acquire()
 print("held", flush=True)
 time.sleep(600)
@@ -107,3 +109,14 @@ def test_second_trainer_on_a_workdir_fails_at_once_and_the_first_finishes(tiny_w
     restored = ocp.PyTreeCheckpointer().restore(str(workdir / "checkpoints" / str(step) / "state"))
     assert int(restored["step"]) == step
   assert (workdir / "LOCK").read_text() == ""
+
+
+@pytest.mark.parametrize("mode", ["evaluate", "predict"])
+def test_evaluate_and_predict_lock_their_workdir_too(tmp_path, mode):
+  """They write reports and selection history under the workdir: a second run
+  fails before restoring anything (no setup, no evaluators are touched)."""
+  config = trainer_config(str(tmp_path / "no_data"))
+  with workdir_lock.WorkdirLock(str(tmp_path / "eval")):
+    with pytest.raises(workdir_lock.WorkdirLockedError, match=f"pid {os.getpid()}"):
+      getattr(modes, mode)(config, str(tmp_path / "eval"), None, {})
+  assert (tmp_path / "eval" / "LOCK").read_text() == ""

@@ -19,7 +19,7 @@ from cc12m_jax.evaluation import registry as eval_registry
 from cc12m_jax.train import state as state_lib, trainer
 from tests.synthetic_world import make_world
 
-STEPS = 100
+STEPS = 160
 
 
 @pytest.fixture(scope="module")

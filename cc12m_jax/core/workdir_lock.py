@@ -96,8 +96,9 @@ class WorkdirLock:
 
   def _refused(self, holder: dict[str, Any] | None) -> WorkdirLockedError:
     return WorkdirLockedError(
-        f"{self.workdir} is in use by another trainer ({describe(holder)}). Two trainers on "
-        f"one workdir destroy each other's checkpoints: wait for it to finish, stop it, or "
+        f"{self.workdir} is in use by another run ({describe(holder)}). Two runs on "
+        f"one workdir destroy each other's checkpoints and reports: wait for it to finish, "
+        f"stop it, or "
         f"use another --workdir. (A lock whose holder has died is taken over by itself: "
         f"{self.path}.)")
 

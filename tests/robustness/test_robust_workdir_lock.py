@@ -94,7 +94,7 @@ def test_second_trainer_on_a_workdir_fails_at_once_and_the_first_finishes(tiny_w
     assert second.returncode != 0
     [line] = [l for l in second.stderr.splitlines() if l.startswith(
         "cc12m_jax.core.workdir_lock.WorkdirLockedError: ")]
-    assert f"{workdir} is in use by another trainer (host {socket.gethostname()}, " \
+    assert f"{workdir} is in use by another run (host {socket.gethostname()}, " \
            f"pid {first.pid}, since " in line, line
     assert "Resuming" not in second.stderr and "Mesh " not in second.stderr  # never started
     print(f"second trainer failed after {took:.1f} s (start-up included)")

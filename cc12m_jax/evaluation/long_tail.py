@@ -36,20 +36,28 @@ from cc12m_jax.data.synthetic import concepts as synthetic_concepts
 from cc12m_jax.evaluation import concepts as concepts_lib, nocaps, report as report_lib
 
 # Bucket lower edges of a concept's instance count in the bucket source:
-# 0, 1-9, 10-99, 100-999, 1000+.
+# 0, 1-9, 10-99, 100-999, 1000+ (decades, for real data's counts; a small
+# world whose counts span one decade passes finer edges).
 BUCKET_EDGES = (0, 1, 10, 100, 1000)
 
 
-def bucket_label(index: int) -> str:
-  lo = BUCKET_EDGES[index]
-  if index + 1 == len(BUCKET_EDGES):
+def check_edges(edges: Sequence[int]) -> tuple[int, ...]:
+  edges = tuple(int(e) for e in edges)
+  if not edges or edges[0] != 0 or any(b <= a for a, b in zip(edges, edges[1:])):
+    raise ValueError(f"bucket edges {list(edges)}: increasing integers starting at 0")
+  return edges
+
+
+def bucket_label(index: int, edges: Sequence[int] = BUCKET_EDGES) -> str:
+  lo = edges[index]
+  if index + 1 == len(edges):
     return f"{lo}+"
-  hi = BUCKET_EDGES[index + 1] - 1
+  hi = edges[index + 1] - 1
   return str(lo) if lo == hi else f"{lo}-{hi}"
 
 
-def bucket_of(count: int) -> int:
-  return int(np.searchsorted(BUCKET_EDGES, count, side="right") - 1)
+def bucket_of(count: int, edges: Sequence[int] = BUCKET_EDGES) -> int:
+  return int(np.searchsorted(edges, count, side="right") - 1)
 
 
 @dataclasses.dataclass
@@ -82,13 +90,13 @@ def per_concept_recall(predictions: Mapping[str, str], image_concepts: Mapping[s
   return out
 
 
-def bucket_recall(recalls: Mapping[str, ConceptRecall],
-                  counts: Mapping[str, int]) -> list[dict[str, float | int | str]]:
+def bucket_recall(recalls: Mapping[str, ConceptRecall], counts: Mapping[str, int],
+                  edges: Sequence[int] = BUCKET_EDGES) -> list[dict[str, float | int | str]]:
   """Naming recall of (image, concept) pairs per frequency bucket of the concept."""
-  rows = [{"bucket": bucket_label(b), "concepts": 0, "pairs": 0, "named": 0}
-          for b in range(len(BUCKET_EDGES))]
+  rows = [{"bucket": bucket_label(b, edges), "concepts": 0, "pairs": 0, "named": 0}
+          for b in range(len(edges))]
   for concept, r in recalls.items():
-    row = rows[bucket_of(int(counts.get(concept, 0)))]
+    row = rows[bucket_of(int(counts.get(concept, 0)), edges)]
     row["concepts"] += 1
     row["pairs"] += r.shown
     row["named"] += r.named
@@ -137,8 +145,10 @@ def long_tail_report(conditions: Mapping[str, Mapping[str, str]],
 def report_from_recalls(recalls: Mapping[str, Mapping[str, ConceptRecall]],
                         image_concepts: Mapping[str, set[str]],
                         source_counts: Mapping[str, Mapping[str, int]], bucket_source: str,
-                        compare: Sequence[tuple[str, str]] = ()) -> dict:
+                        compare: Sequence[tuple[str, str]] = (),
+                        edges: Sequence[int] = BUCKET_EDGES) -> dict:
   """The report from each condition's per-concept recall; `source_counts`: {source: {concept: n}}."""
+  edges = check_edges(edges)
   if bucket_source not in source_counts:
     raise KeyError(f"bucket source {bucket_source!r} not in the statistics "
                    f"(have {sorted(source_counts)})")
@@ -146,8 +156,9 @@ def report_from_recalls(recalls: Mapping[str, Mapping[str, ConceptRecall]],
   concepts = sorted({c for shown in image_concepts.values() for c in shown})
   report = {
       "bucket_source": bucket_source,
-      "buckets": [bucket_label(b) for b in range(len(BUCKET_EDGES))],
-      "by_bucket": {name: bucket_recall(r, counts) for name, r in recalls.items()},
+      "bucket_edges": list(edges),
+      "buckets": [bucket_label(b, edges) for b in range(len(edges))],
+      "by_bucket": {name: bucket_recall(r, counts, edges) for name, r in recalls.items()},
       "concepts": {c: {"counts": {s: int(sc.get(c, 0)) for s, sc in source_counts.items()},
                        "recall": {name: r[c].recall for name, r in recalls.items() if c in r},
                        "shown": max((r[c].shown for r in recalls.values() if c in r), default=0)}

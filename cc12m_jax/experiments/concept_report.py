@@ -110,8 +110,9 @@ def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
   counts = source_counts(data_dir, training_sources(configs), names,
                          os.path.join(output_dir, "stats"))
   compare = [pair for pair in suite.long_tail_compare if set(pair) <= set(recalls)]
-  report = long_tail.report_from_recalls(recalls, image_concepts, counts,
-                                         suite.long_tail_bucket_source, compare)
+  report = long_tail.report_from_recalls(
+      recalls, image_concepts, counts, suite.long_tail_bucket_source, compare,
+      suite.long_tail_bucket_edges or long_tail.BUCKET_EDGES)
   report["seeds"] = list(seeds)
   long_tail.write(report, output_dir)
   return report

@@ -139,6 +139,7 @@ class Suite:
   long_tail_rows: tuple[str, ...] = ()
   long_tail_compare: tuple[tuple[str, str], ...] = ()
   long_tail_bucket_source: str = "cc12m"
+  long_tail_bucket_edges: tuple[int, ...] = ()  # () = evaluation/long_tail.BUCKET_EDGES
 
   def stage(self, key: str) -> Stage:
     for s in self.stages:
@@ -308,7 +309,8 @@ def from_config(cfg: ml_collections.ConfigDict) -> Suite:
       bootstrap_samples=int(boot.get("samples", 1000)), bootstrap_seed=int(boot.get("seed", 0)),
       confidence=float(boot.get("confidence", 0.95)),
       long_tail_rows=tuple(tail.get("rows", ())), long_tail_compare=tuple(compare),
-      long_tail_bucket_source=tail.get("bucket_source", "cc12m"))
+      long_tail_bucket_source=tail.get("bucket_source", "cc12m"),
+      long_tail_bucket_edges=tuple(int(e) for e in tail.get("bucket_edges", ())))
   _check_table(suite)
   return suite
 
@@ -347,6 +349,10 @@ def _check_table(suite: Suite) -> None:
   for pair in suite.long_tail_compare:
     if not set(pair) <= set(suite.long_tail_rows):
       raise SuiteError(f"suite.long_tail.compare: {pair} must be among long_tail.rows")
+  edges = suite.long_tail_bucket_edges
+  if edges and (edges[0] != 0 or any(b <= a for a, b in zip(edges, edges[1:]))):
+    raise SuiteError(f"suite.long_tail.bucket_edges: {list(edges)} must be increasing "
+                     "integers starting at 0")
   for i, claim in enumerate(suite.claims):
     where = f"suite.claims[{i}] ({claim.text!r})"
     if claim.is_gain:

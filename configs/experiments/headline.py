@@ -14,6 +14,7 @@ from configs.experiments import table3
 
 
 def get_config(size: str = "synthetic"):
+  size = common.check_size(size)
   c = table3.get_config(size)
   c.name = "headline"
   c.title = c.title.replace("Table 3:", "Headline (Table 3, CC3M against CC12M):")
@@ -24,7 +25,7 @@ def get_config(size: str = "synthetic"):
       del c.conditions[condition]
   c.rows = [r for r in c.rows if r.condition in kept]
   c.long_tail = {"rows": ["scratch", "cc3m_ft", "cc12m_ft"], "compare": ["cc3m_ft,cc12m_ft"],
-                 "bucket_source": "cc12m"}
+                 "bucket_source": "cc12m", "bucket_edges": table3.LONG_TAIL_EDGES[size]}
   c.claims = [
       common.chain("Fine-tuned, out-of-domain CIDEr: scratch < CC3M < CC12M", "out",
                    "scratch < cc3m_ft < cc12m_ft"),

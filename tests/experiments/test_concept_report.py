@@ -91,6 +91,11 @@ def test_report_pools_seeds_and_buckets_by_the_statistics_jobs_counts(tmp_path):
   assert [(g["concept"], g["delta"]) for g in gained] == [("dog", 0.5), ("zebra", 0.5)]
   assert report["comparisons"]["a->b"]["lost"] == []
   assert report["seeds"] == [0, 1]
+  # Finer edges regroup the same pairs: dog (3) and kite (0) below 5, zebra (12) at 5+.
+  report = concept_report.make(_suite(data_dir, rows=["a", "b"], bucket_edges=[0, 5]), workdir,
+                               [0, 1], data_dir, _training_configs(), out)
+  assert [(r["bucket"], r["named"], r["pairs"]) for r in report["by_bucket"]["a"]] == [
+      ("0-4", 4, 6), ("5+", 1, 2)]
   for name in ("long_tail.json", "long_tail.md", "long_tail.png"):
     assert os.path.getsize(os.path.join(out, name)) > 0
   assert os.path.exists(os.path.join(out, "stats", "stats.json"))
@@ -109,3 +114,5 @@ def test_long_tail_rows_must_exist_and_evaluate_the_reported_split(tmp_path):
     _suite(str(tmp_path), rows=["a"], compare=["a,b"])
   with pytest.raises(suite_lib.SuiteError, match="is not 'before_row,after_row'"):
     _suite(str(tmp_path), rows=["a", "b"], compare=["a-b"])
+  with pytest.raises(suite_lib.SuiteError, match="bucket_edges: \\[1, 10\\] must be increasing"):
+    _suite(str(tmp_path), rows=["a"], bucket_edges=[1, 10])

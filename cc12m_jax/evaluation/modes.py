@@ -38,6 +38,11 @@ def selection_source(config: ml_collections.ConfigDict) -> tuple[str, str]:
   return sources[0], metric
 
 
+def selection_dir(workdir: str) -> str:
+  """Where an evaluation that selects its step keeps the tracker (best.json)."""
+  return os.path.join(workdir, "selection")
+
+
 def choose_step(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup,
                 evaluators: Mapping[str, Evaluator]) -> int:
   """The checkpoint step of config.eval.checkpoint_dir to report (see module docstring)."""
@@ -51,7 +56,7 @@ def choose_step(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup
   if not config.eval.select_checkpoint or len(steps) == 1:
     return steps[-1]
   source, metric = selection_source(config)
-  tracker = selection.BestCheckpointTracker(os.path.join(workdir, "selection"), metric,
+  tracker = selection.BestCheckpointTracker(selection_dir(workdir), metric,
                                             config.eval.selection_mode, resume=False)
   for step in steps:
     params, _ = setup.restore_params(directory, step)

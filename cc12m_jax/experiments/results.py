@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from etils import epath
 
+from cc12m_jax.evaluation import modes
 from cc12m_jax.experiments import commands, orderings, paper, scores
 from cc12m_jax.experiments.suite import Suite
 
@@ -47,6 +48,25 @@ def _summary(values: list[float]) -> dict[str, Any]:
           "std": statistics.stdev(values) if len(values) > 1 else None, "n": len(values)}
 
 
+def read_selection(suite: Suite, workdir: str, seeds: Sequence[int], row) -> dict[str, Any] | None:
+  """The step each seed's evaluate stage chose and its held-out value (in the
+  paper's units when a column has the same metric), or None if it selects nothing."""
+  stage = suite.stage(f"{row.condition}/{row.stage}")
+  if not stage.select:
+    return None
+  metric = suite.selection_metric
+  scale = next((c.scale for c in suite.columns if c.metric == metric), 1.0)
+  by_seed = {}
+  for seed in seeds:
+    path = epath.Path(modes.selection_dir(commands.stage_dir(workdir, stage.key, seed))) / \
+        "best.json"
+    if path.exists():
+      best = json.loads(path.read_text())
+      by_seed[str(seed)] = {"step": best["best_step"], "value": scale * best["best_value"]}
+  return {"source": suite.selection_source, "metric": metric, "seeds": by_seed,
+          **_summary([v["value"] for _, v in sorted(by_seed.items())])}
+
+
 def collect(suite: Suite, workdir: str, seeds: Sequence[int]) -> dict[str, Any]:
   """The results of `suite` in `workdir` for `seeds`, as written to results.json."""
   cells = read_cells(suite, workdir, seeds)
@@ -63,6 +83,7 @@ def collect(suite: Suite, workdir: str, seeds: Sequence[int]) -> dict[str, Any]:
           "files": {str(s): c.output.path for s, c in sorted(by_seed.items())},
           "steps": {str(s): c.output.step for s, c in sorted(by_seed.items())},
           **_summary([c.value for _, c in sorted(by_seed.items())])}
+    entry["selection"] = read_selection(suite, workdir, seeds, row)
     rows.append(entry)
   return {
       "suite": suite.name, "title": suite.title, "size": suite.size,
@@ -122,6 +143,14 @@ def markdown(results: dict[str, Any]) -> str:
       cells += [_number(cell["mean"], cell["std"]),
                 "—" if cell["paper"] is None else f"{cell['paper']:.1f}"]
     lines.append("| " + " | ".join(cells) + " |")
+  selected = [r for r in results["rows"] if r.get("selection") and r["selection"]["seeds"]]
+  if selected:
+    lines += ["", f"Steps chosen on `{results['selection_source']}` "
+              f"({results['selection_metric']}, its value at the chosen step):", ""]
+    for row in selected:
+      sel = row["selection"]
+      steps = ", ".join(f"{v['step']} (seed {s})" for s, v in sel["seeds"].items())
+      lines.append(f"* {row['label']}: step {steps}; {_number(sel['mean'], sel['std'])}")
   lines += ["", "## Orderings", "",
             f"Paired bootstrap over images: B={b['samples']}, numpy seed {b['seed']}, "
             f"{100 * b['confidence']:g}% percentile interval of the difference; images are "

@@ -145,6 +145,27 @@ def test_markdown_lines(captioning):
   assert "Fine-tuning steps selected on `coco_val` (overall/CIDEr); reported: `nocaps_val`." in text
 
 
+def test_selected_steps_and_their_held_out_values(tmp_path):
+  """Row A's evaluate stage chose steps 200 and 250 on coco_val: results carry
+  them with the value in the paper's units (the overall/CIDEr column's x 100)."""
+  suite = suite_lib.from_config(_suite_config())
+  workdir = str(tmp_path)
+  for seed, (step, value) in enumerate([(200, 0.5), (250, 0.7)]):
+    directory = os.path.join(commands.stage_dir(workdir, "a/ev", seed), "selection")
+    os.makedirs(directory)
+    with open(os.path.join(directory, "best.json"), "w") as f:
+      json.dump({"metric": "overall/CIDEr", "mode": "max", "best_step": step,
+                 "best_value": value, "history": []}, f)
+  res = results.collect(suite, workdir, seeds=[0, 1])
+  a = res["rows"][0]["selection"]
+  assert a["seeds"] == {"0": {"step": 200, "value": 50.0}, "1": {"step": 250, "value": 70.0}}
+  assert a["mean"] == pytest.approx(60.0) and a["std"] == pytest.approx(math.sqrt(200))
+  assert res["rows"][1]["selection"]["seeds"] == {}  # B: nothing written
+  text = results.markdown(res)
+  assert "* A: step 200 (seed 0), 250 (seed 1); 60.0 ± 14.1" in text
+  assert "* B:" not in text
+
+
 def test_written_files(captioning, tmp_path):
   _, res = captioning
   paths = results.write(res, str(tmp_path / "out"))

@@ -2,6 +2,7 @@
 # One paper table (or all of them) reproduced by one command.
 #
 #   launch/reproduce.sh table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]
+#   launch/reproduce.sh headline|finetune_grid ...   (the main job's suite; the fine-tuning recipe grid)
 #
 # Runs `python -m cc12m_jax.experiments` on configs/experiments/<suite>.py at
 # the given size (default synthetic) and prints the suite's table, the
@@ -23,6 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUITES=(table3 table5 table7 fig6 table8 table11 table12)
+EXTRA=(headline finetune_grid)  # not part of `all`: headline is a subset of table3
 if [[ $# -lt 1 ]]; then
   echo "usage: $0 table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]" >&2
   exit 2
@@ -32,10 +34,10 @@ SIZE=synthetic
 if [[ $# -gt 0 && ( "$1" == synthetic || "$1" == paper ) ]]; then SIZE="$1"; shift; fi
 if [[ "$WHICH" == all ]]; then
   RUN=("${SUITES[@]}")
-elif [[ " ${SUITES[*]} " == *" $WHICH "* ]]; then
+elif [[ " ${SUITES[*]} ${EXTRA[*]} " == *" $WHICH "* ]]; then
   RUN=("$WHICH")
 else
-  echo "unknown suite '$WHICH'; choose one of ${SUITES[*]} or all" >&2
+  echo "unknown suite '$WHICH'; choose one of ${SUITES[*]} ${EXTRA[*]} or all" >&2
   exit 2
 fi
 

@@ -165,7 +165,12 @@ def _eval(config: ml_collections.ConfigDict) -> None:
   if e.select_checkpoint:
     _require(bool(e.selection_metric), "eval.select_checkpoint",
              "needs config.eval.selection_metric to choose by.")
-  if e.selection_metric and sources:
+  # The metric is used by an evaluation that selects a checkpoint, or by a
+  # trainer that evaluates (its best/ tracker); a plain evaluation ignores it,
+  # so a fine-tuning config can be evaluated on any one of its sources.
+  selects = e.select_checkpoint or (config.mode in ("pretrain", "finetune")
+                                    and config.train.eval_every_steps > 0)
+  if e.selection_metric and sources and selects:
     head, _, rest = e.selection_metric.partition("/")
     source, metric = (head, rest) if head in sources and rest else (None, e.selection_metric)
     _require(source is not None or len(sources) == 1, "eval.selection_metric",

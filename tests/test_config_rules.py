@@ -76,6 +76,7 @@ def test_one_weight_and_fraction_per_source_in_the_rules_and_the_pipeline():
 def test_selection_metric_names_a_source_and_a_metric_the_evaluator_reports():
   config = synthetic_finetune.get_config()  # eval sources coco_val, nocaps_val
   config.train.init_from = "/pretrained"
+  config.train.eval_every_steps = 100  # evaluating while training: best/ selects on the metric
   config.eval.selection_metric = "out-domain/CIDEr"
   assert "does not say which of the eval sources ['coco_val', 'nocaps_val']" in _error(config)
   config.eval.selection_metric = "nocaps_val/out-domain/CIDER"
@@ -84,6 +85,13 @@ def test_selection_metric_names_a_source_and_a_metric_the_evaluator_reports():
   config_rules.validate(config, num_devices=8)
   config.eval.select_checkpoint, config.eval.selection_metric = True, ""
   assert "config.eval.select_checkpoint: needs config.eval.selection_metric" in _error(config)
+  # An evaluation that selects nothing ignores the metric: the fine-tuning
+  # config (selecting on coco_val) evaluates nocaps_val alone.
+  config = synthetic_finetune.get_config()
+  config.mode, config.data.eval_sources = "evaluate", "nocaps_val"
+  config_rules.validate(config, num_devices=8)
+  config.eval.select_checkpoint = True
+  assert "reports no metric 'coco_val/overall/CIDEr'" in _error(config)
 
 
 def test_retrieval_selection_and_predict_mode():

@@ -420,8 +420,8 @@ def test_corrupt_shard_named_in_strict_and_counted_in_lenient(tiny_world, tmp_pa
   seen = {e[1].decode() for e in host_examples(it, 80)}
   intact = {f"img_{i:04d}" for i in range(24) if i % 3 != 1}
   assert intact <= seen and len(seen) < 24  # the damaged shard's tail is gone
-  assert it.skip_counts()["corrupt_shard"] >= 1
-  assert sum(it.skip_counts().values()) == it.skip_counts()["corrupt_shard"]
+  counts = it.skip_counts()  # once: the prefetching reader keeps counting between calls
+  assert counts["corrupt_shard"] >= 1 and sum(counts.values()) == counts["corrupt_shard"]
   ev = eval_pipeline.make_eval_iterator(cfg, "damaged", None)
   assert intact <= {e.image_id for e in ev.examples} and len(ev.examples) < 24
   assert ev.skip_counts()["corrupt_shard"] == 1

@@ -273,7 +273,8 @@ def test_sigterm_saves_once_and_every_process_exits_cleanly(preempted_resumed_ru
 RUNTIME_NAMES_A_DEAD_PEER = "|".join([
     r"another task died", r"tasks are unhealthy", r"stopped sending heartbeats",
     r"heartbeat timeout", r"task has disconnected", r"task is already disconnected",
-    r"Connection closed by peer", r"Connection reset by peer", r"Socket closed"])
+    r"Connection closed by peer", r"Connection reset by peer", r"Socket closed",
+    r"gloo::\w*Exception", r"Read error \[", r"Write error \["])
 
 
 def runtime_errors(log: str) -> str:

@@ -72,6 +72,21 @@ def temperature_of(model: nn.Module) -> jax.Array:
   return jnp.asarray(float(model.config.temperature), jnp.float32)
 
 
+def add_text_tower(module: nn.Module, cfg) -> None:
+  """The text Transformer, both projections and tau of vlm, made submodules of
+  `module` from inside its setup (DualEncoder, and the vlm task of
+  models/multitask.py): one definition, so both have the same parameter names."""
+  dtype = layers.compute_dtype(cfg)
+  module.text_encoder = transformer.Encoder(text_encoder_config(cfg))
+  module.text_dropout = layers.Dropout(cfg.dropout)
+  module.image_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
+  module.text_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
+  if cfg.learn_temperature:
+    module.log_temperature = module.param(
+        "log_temperature", nn.initializers.constant(math.log(float(cfg.temperature))),
+        (), jnp.float32)
+
+
 class DualEncoder(layers.ConfigModule):
   """Image tower and text tower projected into one P-dimensional space."""
   vocab_size: int
@@ -82,18 +97,10 @@ class DualEncoder(layers.ConfigModule):
       raise ValueError(f"config.model.projection_dim={cfg.projection_dim} must be >= 1.")
     if not float(cfg.temperature) > 0:
       raise ValueError(f"config.model.temperature={cfg.temperature} must be > 0.")
-    dtype = layers.compute_dtype(cfg)
     self.text_embedding = embeddings.TextEmbedding(cfg, self.vocab_size)
     self.image_embedding = embeddings.ImageInputEmbedding(cfg, text_embedding=self.text_embedding)
     self.image_encoder = transformer.Encoder(cfg)
-    self.text_encoder = transformer.Encoder(text_encoder_config(cfg))
-    self.text_dropout = layers.Dropout(cfg.dropout)
-    self.image_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
-    self.text_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
-    if cfg.learn_temperature:
-      self.log_temperature = self.param(
-          "log_temperature", nn.initializers.constant(math.log(float(cfg.temperature))),
-          (), jnp.float32)
+    add_text_tower(self, cfg)
 
   def encode_image(self, batch: Mapping[str, Any], *, train: bool) -> jax.Array:
     """batch (image keys of docs/architecture.md) -> f32 [B, P]."""

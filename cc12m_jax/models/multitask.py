@@ -44,7 +44,6 @@ hashed by identity (a module's fields must be hashable).
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any, Mapping
 
 import flax.linen as nn
@@ -53,7 +52,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from cc12m_jax.models import dual_encoder, layers, transformer
+from cc12m_jax.models import dual_encoder, layers
 from cc12m_jax.models.captioner import Captioner
 
 TASKS = ("ic", "vlm", "mlm", "mass", "moc")
@@ -99,7 +98,6 @@ class MultiTaskModel(Captioner):
     unknown = sorted(set(self.tasks) - set(TASKS))
     if unknown or not self.tasks:
       raise ValueError(f"MultiTaskModel tasks {self.tasks}: choose from {TASKS}.")
-    dtype = layers.compute_dtype(cfg)
     if set(self.tasks) & set(JOINT_TASKS):
       # BERT's token-type init (std 0.02): the text slots also differ from
       # image slots by their positions from the start.
@@ -111,14 +109,7 @@ class MultiTaskModel(Captioner):
         raise ValueError("the moc task needs the cluster centroids (config.objectives.centroids).")
       self.moc_head = RegionClusterHead(cfg, int(self.centroids.value.shape[0]))
     if "vlm" in self.tasks:
-      self.text_encoder = transformer.Encoder(dual_encoder.text_encoder_config(cfg))
-      self.text_dropout = layers.Dropout(cfg.dropout)
-      self.image_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
-      self.text_projection = layers.dense(cfg.projection_dim, ("embed", "mlp"), dtype)
-      if cfg.learn_temperature:
-        self.log_temperature = self.param(
-            "log_temperature", nn.initializers.constant(math.log(float(cfg.temperature))),
-            (), jnp.float32)
+      dual_encoder.add_text_tower(self, cfg)
 
   # -- mlm / mass: image and caption through one encoder ---------------------
 

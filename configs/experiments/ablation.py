@@ -39,6 +39,19 @@ def condition(size: str, row: str) -> dict[str, ml_collections.ConfigDict]:
           "ic_finetune": finetune, "ic_evaluate": common.ic_evaluate(size)}
 
 
+def suite(name: str, title: str, size: str, rows, label) -> ml_collections.ConfigDict:
+  """An ablation table: one condition per row of `rows` (steps chosen on coco_val,
+  nocaps val reported by domain); `label(row)` is its table label. The caller adds claims."""
+  c = common.suite(name, title, size, report_source="nocaps_val", selection_source="coco_val",
+                   selection_metric="overall/CIDEr")
+  for row in rows:
+    key = "cc12m" if row == "ic" else row_key(row)
+    c.conditions[key] = condition(size, row)
+    c.rows.append(common.row("ic" if row == "ic" else key, label(row), key, "ic_evaluate"))
+  c.columns = nocaps_columns()
+  return c
+
+
 def nocaps_columns() -> list[ml_collections.ConfigDict]:
   """nocaps val CIDEr by domain, as Table 3."""
   return [common.column(key, key, "{report_source}", f"{group}/CIDEr", 100.0)

@@ -12,15 +12,9 @@ from configs.experiments import ablation, common
 
 def get_config(size: str = "synthetic"):
   size = common.check_size(size)
-  c = common.suite("table11", "Table 11: pre-training objectives, nocaps val CIDEr", size,
-                   report_source="nocaps_val", selection_source="coco_val",
-                   selection_metric="overall/CIDEr")
-  for row in ablation_pretrain.TABLE11:
-    key = "cc12m" if row == "ic" else ablation.row_key(row)
-    c.conditions[key] = ablation.condition(size, row)
-    label = row if row == "ic" else f"{row.split(',')[0]} [{row.split(',')[1]}]"
-    c.rows.append(common.row("ic" if row == "ic" else key, label, key, "ic_evaluate"))
-  c.columns = ablation.nocaps_columns()
+  c = ablation.suite("table11", "Table 11: pre-training objectives, nocaps val CIDEr", size,
+                     ablation_pretrain.TABLE11,
+                     lambda row: row if row == "ic" else f"{row.split(',')[0]} [{row.split(',')[1]}]")
   c.claims = [
       common.chain("mlm improves with the masking rate (76.8 at 0.2, 88.5 at 0.8)", "overall",
                    "mlm_10 <= mlm_20 <= mlm_40 <= mlm_80"),

@@ -17,14 +17,8 @@ LABELS = {"ic": "ic", "ic+0.1*vlm": "ic + 0.1 vlm", "ic+0.1*moc": "ic + 0.1 moc"
 
 def get_config(size: str = "synthetic"):
   size = common.check_size(size)
-  c = common.suite("table12", "Table 12: auxiliary pre-training losses, nocaps val CIDEr", size,
-                   report_source="nocaps_val", selection_source="coco_val",
-                   selection_metric="overall/CIDEr")
-  for row in ablation_pretrain.TABLE12:
-    key = "cc12m" if row == "ic" else ablation.row_key(row)
-    c.conditions[key] = ablation.condition(size, row)
-    c.rows.append(common.row("ic" if row == "ic" else key, LABELS[row], key, "ic_evaluate"))
-  c.columns = ablation.nocaps_columns()
+  c = ablation.suite("table12", "Table 12: auxiliary pre-training losses, nocaps val CIDEr", size,
+                     ablation_pretrain.TABLE12, LABELS.get)
   c.claims = [
       common.chain("ic + 0.1 moc beats ic (89.9 > 87.4)", "overall", "ic < ic_moc"),
       common.chain("ic + 0.1 vlm is no better than ic (87.1 against 87.4)", "overall",

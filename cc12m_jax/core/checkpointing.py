@@ -119,6 +119,7 @@ class Checkpointer:
   def _save_failed(self, step: int, error: BaseException) -> CheckpointSaveError:
     """The one error to report for a failed save of `step`; later waits stay quiet."""
     self._failed = True
+    _ORBAX_FILTER.save_failed = True
     os_error = _os_error(error)
     cause = str(os_error) if os_error else _first_line(error)
     where = _written_path(error)
@@ -314,9 +315,17 @@ class _OrbaxTracebacksOff(logging.Filter):
   the same error with a traceback from each of its threads (~500 lines on a
   full disk), burying the CheckpointSaveError that says what happened. On
   the asyncio logger: drops 'Task exception was never retrieved' of the
-  write tasks orbax abandons after the failure."""
+  write tasks orbax abandons after the failure, and, once a failed save has
+  been reported, 'Future exception was never retrieved' of tensorstore's
+  write futures (their exceptions come from C++, with no orbax frame to tell
+  them by; when the collector meets them, they may print after the error)."""
+
+  save_failed = False
 
   def filter(self, record: logging.LogRecord) -> bool:
+    if (self.save_failed and record.name == "asyncio"
+        and "exception was never retrieved" in record.getMessage()):
+      return False
     if not record.exc_info:
       return True
     if "/orbax/" in record.pathname:

@@ -212,7 +212,12 @@ def synthetic_config() -> ml_collections.ConfigDict:
   c.num_coco_train = 2_000
   c.num_coco_val = 250
   c.num_nocaps_val = 300
-  c.num_flickr = 300         # split 2/3 train, 1/6 val, 1/6 test
+  c.num_flickr = 300         # flickr_train 2/3 of it, flickr_val 1/6
+  # Flickr30K's test gallery is 1,000 images (paper Sec. 4.2): R@K depends on
+  # the gallery's size, and a gallery of a few dozen puts every pre-trained
+  # model at R@5 ~ 100. Test images come after train and val (their ids and
+  # bytes do not depend on this size).
+  c.num_flickr_test = 1_000
   c.vocab_size = 4000        # WordPiece vocabulary (upper bound)
   c.records_per_shard = 1000
   c.region_noise = 0.5       # std of region-feature noise around prototypes

@@ -223,3 +223,27 @@ def test_table9_calibration_knobs():
   steep = world_lib.World(40, FEATURE_DIM, 0, zipf_exponent=1.0).frequencies[-20:].sum()
   flat = world_lib.World(40, FEATURE_DIM, 0, zipf_exponent=0.5).frequencies[-20:].sum()
   assert flat > steep
+
+
+def test_test_gallery_size_changes_only_flickr_test(tiny_world, tmp_path):
+  """num_flickr_test grows the retrieval gallery (Flickr30K's is 1,000 images)
+  without touching any other source, and the smaller gallery's images stay."""
+  _, data_dir, _ = tiny_world
+  cfg = tiny_config(seed=0)
+  cfg.synthetic.num_flickr_test = 7
+  bigger = str(tmp_path / "bigger")
+  generate_lib.generate(cfg, bigger, log=lambda _: None)
+  for source in generate_lib.ALL_SOURCES:
+    if source == "flickr_test":
+      continue
+    names = sorted(os.listdir(os.path.join(data_dir, source)))
+    assert names == sorted(os.listdir(os.path.join(bigger, source))), source
+    _, mismatch, errors = filecmp.cmpfiles(os.path.join(data_dir, source),
+                                           os.path.join(bigger, source), names, shallow=False)
+    assert not mismatch and not errors, (source, mismatch, errors)
+  small = {r.image_id: r for r in metadata_lib.read_source_records(data_dir, "flickr_test")}
+  large = {r.image_id: r for r in metadata_lib.read_source_records(bigger, "flickr_test")}
+  assert len(small) == 3 and len(large) == 7 and set(small) < set(large)
+  for image_id, record in small.items():
+    assert list(record.captions) == list(large[image_id].captions), image_id
+    np.testing.assert_array_equal(record.region_features, large[image_id].region_features)

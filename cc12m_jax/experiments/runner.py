@@ -11,7 +11,9 @@ afresh (its eval/ and selection/ are cleared first).
 Finished work is never silently re-used for something else: a finished
 stage whose recorded command differs from the one the suite now gives, or
 that was made from another run of a stage it depends on (each marker has a
-run id, and records those of its inputs), is an error naming what to delete.
+run id, and records those of its inputs), or whose data has changed since it
+ran (each marker records a fingerprint of every source directory and file
+the stage read, `data_fingerprint`), is an error naming what to delete.
 
 Each stage's output goes to `<stage dir>/stage.log` (appended, one header
 per attempt; with a remote workdir such as gs://..., to the same path under
@@ -28,6 +30,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
+import hashlib
 import json
 import os
 import re
@@ -43,7 +47,8 @@ from typing import Any, Callable, Sequence
 import ml_collections
 from etils import epath
 
-from cc12m_jax.experiments import commands, scores
+from cc12m_jax.data import metadata
+from cc12m_jax.experiments import commands, scores, validation
 from cc12m_jax.experiments.suite import Stage, Suite, SuiteError
 
 MARKER, LOG = "stage.json", "stage.log"
@@ -62,6 +67,7 @@ class StageRun:
   args: tuple[str, ...]   # after the interpreter: -m cc12m_jax.main --config=... ...
   final_step: int          # training stages: the step the last checkpoint must reach
   inputs: tuple[tuple[str, str], ...] = ()  # (stage key, directory) of its dependencies
+  data: tuple[tuple[str, str], ...] = ()    # (source or file, path) it reads from the data
 
   @property
   def name(self) -> str:
@@ -80,8 +86,9 @@ def plan(suite: Suite, workdir: str, seeds: Sequence[int],
     for stage in suite.stages:
       final = int(configs[stage.key].train.num_train_steps) if stage.is_training else -1
       inputs = tuple((dep, commands.stage_dir(workdir, dep, seed)) for dep in stage.dependencies)
+      data = tuple(validation.data_inputs(configs[stage.key]).items())
       runs.append(StageRun(stage, seed, commands.stage_dir(workdir, stage.key, seed),
-                           commands.main_args(suite, stage, workdir, seed), final, inputs))
+                           commands.main_args(suite, stage, workdir, seed), final, inputs, data))
   return runs
 
 
@@ -122,6 +129,39 @@ def read_marker(run: StageRun) -> dict[str, Any] | None:
       raise SuiteError(f"stage {run.name} was made from an earlier run of {key}, which has "
                        f"run again since; delete {run.directory} to re-run it from the new one")
   return marker
+
+
+def data_fingerprint(path: str) -> str:
+  """A digest that changes when the data at `path` changes. A source
+  directory: its metadata.json and the name and size of each record shard
+  (one listing and one small read, so cheap at paper size too; files beside
+  the records, such as the moc centroids, are not part of the source). A
+  file: its bytes. 'missing' when nothing is there."""
+  p = epath.Path(path)
+  if not p.exists():
+    return "missing"
+  digest = hashlib.sha256()
+  if p.is_dir():
+    meta = p / metadata.METADATA_FILE
+    digest.update(meta.read_bytes() if meta.exists() else b"no metadata")
+    for shard in sorted(c.name for c in p.iterdir() if c.name.startswith(metadata.SHARD_PREFIX)):
+      digest.update(f"\n{shard} {(p / shard).stat().length}".encode())
+  else:
+    digest.update(p.read_bytes())
+  return digest.hexdigest()[:16]
+
+
+def check_data_unchanged(run: StageRun, marker: dict[str, Any],
+                         fingerprint: Callable[[str], str] = data_fingerprint) -> None:
+  """SuiteError when data the finished stage read has changed since
+  (markers written before fingerprints were recorded are not checked)."""
+  recorded = marker.get("data", {})
+  changed = [f"{name} ({path})" for name, path in run.data
+             if name in recorded and fingerprint(path) != recorded[name]]
+  if changed:
+    raise SuiteError(f"stage {run.name} finished on other data than is there now: "
+                     f"{', '.join(changed)} changed since; delete {run.directory} to re-run "
+                     "it on the new data, or point --suite.data_dir at the data it used")
 
 
 def latest_step(directory: str) -> int | None:
@@ -181,6 +221,8 @@ def run_stage(run: StageRun, launcher: Sequence[str] = (),
               python: str = sys.executable) -> dict[str, Any]:
   """Runs one stage to completion and writes its marker; StageFailed otherwise."""
   inputs = input_ids(run)
+  # Fingerprinted before the command runs: what it read, not what is there after.
+  data = {name: data_fingerprint(path) for name, path in run.data}
   epath.Path(run.directory).mkdir(parents=True, exist_ok=True)
   if not run.stage.is_training:
     _clear_outputs(run)
@@ -210,7 +252,7 @@ def run_stage(run: StageRun, launcher: Sequence[str] = (),
                       + _tail(log_file))
   marker: dict[str, Any] = {
       "stage": run.stage.key, "seed": run.seed, "run_id": uuid.uuid4().hex,
-      "inputs": inputs, "args": list(run.args),
+      "inputs": inputs, "data": data, "args": list(run.args),
       "command": argv, "log": log_file,
       "finished": datetime.datetime.now().isoformat(timespec="seconds"),
       "seconds": round(time.time() - started, 1)}
@@ -232,8 +274,13 @@ def execute(runs: Sequence[StageRun], *, launcher: Sequence[str] = (),
   """Runs every unfinished stage in order (or, with dry_run, prints its command)."""
   if dry_run:
     echo(f"# {len(runs)} stages; run from {os.getcwd()}, each after the stages it names")
+  # Stages and seeds share their sources: each is fingerprinted once per call.
+  fingerprint = functools.lru_cache(maxsize=None)(data_fingerprint)
   for run in runs:
-    finished = read_marker(run) is not None
+    marker = read_marker(run)
+    finished = marker is not None
+    if finished:
+      check_data_unchanged(run, marker, fingerprint)
     if dry_run:
       after = ", ".join(run.stage.dependencies) or "nothing"
       echo(f"# {run.name}{' [finished]' if finished else ''}; after: {after}")

@@ -37,12 +37,32 @@ def min_devices(config: ml_collections.ConfigDict) -> int:
   return math.prod(max(int(config.mesh[a]), 1) for a in ("data", "fsdp", "model"))
 
 
-def data_problems(stage_key: str, config: ml_collections.ConfigDict) -> list[str]:
-  """What the stage would read but the data directory lacks."""
-  data_dir = config.data.data_dir
+def _read_sources(config: ml_collections.ConfigDict) -> list[str]:
+  """Sources the stage reads: its training sources (even an evaluate stage, for
+  the feature dimension) and the eval sources it scores."""
   reads = _sources(config.data.train_sources)
   if config.mode == "evaluate" or config.train.eval_every_steps > 0:
     reads += [s for s in _sources(config.data.eval_sources) if s not in reads]
+  return reads
+
+
+def data_inputs(config: ml_collections.ConfigDict) -> dict[str, str]:
+  """{source name or file: path} of everything the stage reads from the data:
+  the runner fingerprints these, so a finished stage is not re-used after
+  its data changed."""
+  inputs = {source: metadata.source_dir(config.data.data_dir, source)
+            for source in _read_sources(config)}
+  if config.mode in ("pretrain", "finetune") and "moc" in registry.tasks(config.train.objective):
+    inputs["centroids"] = moc.centroids_file(config)
+  if config.eval.references:
+    inputs["references"] = config.eval.references
+  return inputs
+
+
+def data_problems(stage_key: str, config: ml_collections.ConfigDict) -> list[str]:
+  """What the stage would read but the data directory lacks."""
+  data_dir = config.data.data_dir
+  reads = _read_sources(config)
   problems = []
   for source in reads:
     if not (epath.Path(data_dir) / source / metadata.METADATA_FILE).exists():

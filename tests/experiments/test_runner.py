@@ -1,15 +1,18 @@
 """The runner: finished stages are skipped, a stage killed midway resumes, and
 suites are checked before anything runs. Stages are real `python -m
 cc12m_jax.main` subprocesses on the tiny world."""
+import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from cc12m_jax.experiments import commands, runner, suite as suite_lib, validation
@@ -96,6 +99,10 @@ def test_finished_stages_are_skipped_and_a_killed_stage_resumes(tiny_world, tmp_
   with open(marker(evaluate)) as f:
     evaluated = json.load(f)
   assert evaluated["inputs"] == {"a/ic_pretrain": json.load(open(marker(pretrain)))["run_id"]}
+  # What each stage read, fingerprinted: training sources and the scored split.
+  assert set(evaluated["data"]) == {"cc12m", "nocaps_val"}
+  assert evaluated["data"]["nocaps_val"] == runner.data_fingerprint(
+      os.path.join(tiny_world, "nocaps_val"))
   report_path = evaluated["outputs"]["nocaps_val"]["path"]
   stamps = {p: os.stat(p).st_mtime_ns for p in (marker(pretrain), marker(evaluate))}
   logs = {r.directory: os.path.getsize(os.path.join(r.directory, runner.LOG)) for r in runs}
@@ -142,6 +149,51 @@ def test_a_stage_made_from_an_earlier_run_of_its_input_is_refused(tmp_path):
       json.dump({"args": list(run.args), "run_id": run_id, "inputs": inputs}, f)
   with pytest.raises(suite_lib.SuiteError, match="made from an earlier run of a/ic_pretrain"):
     runner.execute([pretrain, evaluate], echo=lambda _: None)
+
+
+def test_a_finished_stage_whose_data_changed_is_refused(tiny_world, tmp_path):
+  data_dir = str(tmp_path / "data")
+  shutil.copytree(tiny_world, data_dir)
+  suite = _load("tests/experiments/tiny_suite.py", data_dir=data_dir)
+  runs = runner.plan(suite, str(tmp_path), [0], validation.check(suite, str(tmp_path)))
+  evaluate = runs[1]
+  assert dict(evaluate.data) == {"cc12m": f"{data_dir}/cc12m",
+                                 "nocaps_val": f"{data_dir}/nocaps_val"}
+  for run in runs:  # finished on the data as it is
+    os.makedirs(run.directory)
+    fingerprints = {name: runner.data_fingerprint(path) for name, path in run.data}
+    with open(os.path.join(run.directory, runner.MARKER), "w") as f:
+      json.dump({"args": list(run.args), "run_id": run.stage.key, "data": fingerprints,
+                 "inputs": {"a/ic_pretrain": "a/ic_pretrain"}}, f)
+  # Files beside the records (the moc centroids) and the same bytes written
+  # again are not a change.
+  np.save(os.path.join(data_dir, "cc12m", "centroids.npy"), np.zeros((2, 3), np.float32))
+  meta = os.path.join(data_dir, "nocaps_val", "metadata.json")
+  with open(meta) as f:
+    text = f.read()
+  with open(meta, "w") as f:
+    f.write(text)
+  lines = []
+  runner.execute(runs, echo=lines.append)
+  assert [line.split(":")[0] for line in lines] == ["[skip] a/ic_pretrain (seed 0)",
+                                                    "[skip] a/ic_zero_shot (seed 0)"]
+  # Another split under the same name: the evaluation is refused, naming it.
+  with open(meta, "w") as f:
+    f.write(re.sub(r'"num_records": (\d+)', lambda m: f'"num_records": {int(m[1]) + 1}', text))
+  with pytest.raises(suite_lib.SuiteError) as e:
+    runner.execute(runs, echo=lambda _: None)
+  assert (f"stage a/ic_zero_shot (seed 0) finished on other data than is there now: "
+          f"nocaps_val ({data_dir}/nocaps_val) changed since; delete {evaluate.directory}"
+          in str(e.value))
+  # A shard rewritten with other content has another size.
+  with open(meta, "w") as f:
+    f.write(text)
+  shard = sorted(glob.glob(os.path.join(data_dir, "cc12m", "records.tfrecord-*")))[0]
+  with open(shard, "ab") as f:
+    f.write(b"\0")
+  with pytest.raises(suite_lib.SuiteError, match=r"a/ic_pretrain \(seed 0\) finished on other "
+                     r"data than is there now: cc12m "):
+    runner.execute(runs, echo=lambda _: None)
 
 
 def test_every_suite_validates_at_both_sizes_and_shared_stages_agree():

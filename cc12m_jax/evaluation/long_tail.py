@@ -19,6 +19,10 @@ Which concepts an image shows: the synthetic world writes them
 JSON) and the concepts its captions name (`--min_mentions`). Writes
 long_tail.json, long_tail.md and long_tail.png (one recall curve per
 condition).
+
+The same report for retrieval (`per_concept_retrieval`): of the caption
+queries whose image shows a concept, the share that rank that image first
+(R@1 per concept), so a retrieval table can be read concept by concept too.
 """
 from __future__ import annotations
 
@@ -39,6 +43,17 @@ from cc12m_jax.evaluation import concepts as concepts_lib, nocaps, report as rep
 # 0, 1-9, 10-99, 100-999, 1000+ (decades, for real data's counts; a small
 # world whose counts span one decade passes finer edges).
 BUCKET_EDGES = (0, 1, 10, 100, 1000)
+
+# What a report measures per (image, concept) pair: a captioning row's
+# prediction names the concept; a retrieval row's caption query of an image
+# showing the concept ranks that image first (pairs are then queries).
+NAMING, RETRIEVAL = "naming", "retrieval"
+MEASURES = {
+    NAMING: {"title": "Naming recall", "pairs": "pairs", "shown": "images",
+             "question": "Long-tail concepts: does the caption name them?"},
+    RETRIEVAL: {"title": "R@1 of caption queries", "pairs": "queries", "shown": "queries",
+                "question": "Long-tail concepts: is the image showing them retrieved first?"},
+}
 
 
 def check_edges(edges: Sequence[int]) -> tuple[int, ...]:
@@ -62,8 +77,8 @@ def bucket_of(count: int, edges: Sequence[int] = BUCKET_EDGES) -> int:
 
 @dataclasses.dataclass
 class ConceptRecall:
-  named: int = 0    # (image, concept) pairs whose prediction names the concept
-  shown: int = 0    # (image, concept) pairs
+  named: int = 0    # pairs whose prediction names the concept (retrieval: ranks the image first)
+  shown: int = 0    # (image, concept) pairs (retrieval: (caption query, concept) pairs)
 
   @property
   def recall(self) -> float:
@@ -87,6 +102,30 @@ def per_concept_recall(predictions: Mapping[str, str], image_concepts: Mapping[s
       row = out.setdefault(concept, ConceptRecall())
       row.shown += 1
       row.named += concept in named
+  return out
+
+
+def per_concept_retrieval(per_query: Mapping[str, Sequence],
+                          image_concepts: Mapping[str, set[str]],
+                          k: int = 1) -> dict[str, ConceptRecall]:
+  """{concept: of the caption queries whose image shows it, how many rank
+  that image in their top k}: the retrieval form of naming recall.
+
+  `per_query`: {'image_id': [Q], 'rank': [Q]} (the retrieval evaluator's
+  `per_query`: 0-based rank of each query's own image, -1 past its top 10).
+  Every image of `image_concepts` must have a query: a missing one is an
+  error naming the image.
+  """
+  queried = set(per_query["image_id"])
+  missing = [i for i in image_concepts if i not in queried]
+  if missing:
+    raise KeyError(f"{len(missing)} image(s) have no retrieval query, e.g. {missing[:3]}")
+  out: dict[str, ConceptRecall] = {}
+  for image_id, rank in zip(per_query["image_id"], per_query["rank"]):
+    for concept in image_concepts.get(image_id, ()):
+      row = out.setdefault(concept, ConceptRecall())
+      row.shown += 1
+      row.named += 0 <= int(rank) < k
   return out
 
 
@@ -116,7 +155,7 @@ def gained_and_lost(before: Mapping[str, ConceptRecall], after: Mapping[str, Con
                  "delta": delta})
   rows.sort(key=lambda r: (-r["delta"], r["concept"]))
   gained = [r for r in rows if r["delta"] > 0][:top]
-  lost = [r for r in reversed(rows) if r["delta"] < 0][:top]
+  lost = sorted((r for r in rows if r["delta"] < 0), key=lambda r: (r["delta"], r["concept"]))[:top]
   return {"gained": gained, "lost": lost}
 
 
@@ -146,8 +185,9 @@ def report_from_recalls(recalls: Mapping[str, Mapping[str, ConceptRecall]],
                         image_concepts: Mapping[str, set[str]],
                         source_counts: Mapping[str, Mapping[str, int]], bucket_source: str,
                         compare: Sequence[tuple[str, str]] = (),
-                        edges: Sequence[int] = BUCKET_EDGES) -> dict:
-  """The report from each condition's per-concept recall; `source_counts`: {source: {concept: n}}."""
+                        edges: Sequence[int] = BUCKET_EDGES, measure: str = NAMING) -> dict:
+  """The report from each condition's per-concept recall; `source_counts`: {source: {concept: n}};
+  `measure`: what a pair's success is (NAMING or RETRIEVAL)."""
   edges = check_edges(edges)
   if bucket_source not in source_counts:
     raise KeyError(f"bucket source {bucket_source!r} not in the statistics "
@@ -155,6 +195,7 @@ def report_from_recalls(recalls: Mapping[str, Mapping[str, ConceptRecall]],
   counts = source_counts[bucket_source]
   concepts = sorted({c for shown in image_concepts.values() for c in shown})
   report = {
+      "measure": measure,
       "bucket_source": bucket_source,
       "bucket_edges": list(edges),
       "buckets": [bucket_label(b, edges) for b in range(len(edges))],
@@ -176,8 +217,9 @@ def report_from_recalls(recalls: Mapping[str, Mapping[str, ConceptRecall]],
 
 def markdown(report: Mapping) -> str:
   names = list(report["by_bucket"])
-  lines = [f"Naming recall (%) by the concept's instance count in {report['bucket_source']}",
-           "", "| bucket | " + " | ".join(names) + " | pairs |",
+  measure = MEASURES[report.get("measure", NAMING)]
+  lines = [f"{measure['title']} (%) by the concept's instance count in {report['bucket_source']}",
+           "", "| bucket | " + " | ".join(names) + f" | {measure['pairs']} |",
            "|---|" + "---|" * (len(names) + 1)]
   for b, label in enumerate(report["buckets"]):
     cells = [report["by_bucket"][n][b]["recall"] for n in names]
@@ -187,13 +229,14 @@ def markdown(report: Mapping) -> str:
   for key, comparison in report["comparisons"].items():
     for direction in ("gained", "lost"):
       lines += ["", f"Concepts most {direction}, {key}:", "",
-                "| concept | images | before | after |", "|---|---|---|---|"]
+                f"| concept | {measure['shown']} | before | after |", "|---|---|---|---|"]
       lines += [f"| {r['concept']} | {r['shown']} | {100 * r['before']:.0f} | "
                 f"{100 * r['after']:.0f} |" for r in comparison[direction]]
   return "\n".join(lines) + "\n"
 
 
 def png(report: Mapping) -> bytes:
+  measure = MEASURES[report.get("measure", NAMING)]
   fig = Figure(figsize=(6, 4))
   ax = fig.subplots()
   x = np.arange(len(report["buckets"]))
@@ -201,8 +244,8 @@ def png(report: Mapping) -> bytes:
     ax.plot(x, [100 * r["recall"] for r in rows], marker="o", label=name)
   ax.set_xticks(x, report["buckets"])
   ax.set_xlabel(f"concept instances in {report['bucket_source']}")
-  ax.set_ylabel("naming recall (%)")
-  ax.set_title("Long-tail concepts: does the caption name them?")
+  ax.set_ylabel(f"{measure['title'].lower()} (%)")
+  ax.set_title(measure["question"])
   ax.grid(True, alpha=0.3)
   ax.legend()
   fig.tight_layout()

@@ -3,7 +3,9 @@
 After the results table, the runner asks, for each row of `suite.long_tail`:
 of the (image, concept) pairs of the reported split, how often does the
 row's caption name the concept, by how often the concept occurs in a
-pre-training source? That is the paper's long-tail claim concept by concept,
+pre-training source? For retrieval rows (an evaluation that wrote
+retrieval.json), of the caption queries whose image shows the concept, how
+often is that image ranked first? That is the paper's long-tail claim concept by concept,
 and where a condition loses a concept (never learned in pre-training, erased
 by fine-tuning, never decoded) shows as a bucket, not as one CIDEr figure.
 
@@ -21,6 +23,7 @@ statistics job's output under `<results dir>/long_tail/stats/`.
 """
 from __future__ import annotations
 
+import json
 import os
 from typing import Mapping, Sequence
 
@@ -33,7 +36,7 @@ from cc12m_jax.evaluation import concepts as concepts_lib
 from cc12m_jax.evaluation import long_tail
 from cc12m_jax.evaluation import report as report_lib
 from cc12m_jax.experiments import commands, scores
-from cc12m_jax.experiments.suite import Suite
+from cc12m_jax.experiments.suite import Suite, SuiteError
 
 CONCEPTS_FILE = "concepts.json"
 PREDICTIONS_FILE = "predictions.json"
@@ -76,11 +79,24 @@ def source_counts(data_dir: str, sources: Sequence[str], concepts: Sequence[str]
   return {name: dict(r["classes"]["instances"]) for name, r in results.items()}
 
 
+def _run_recall(directory: epath.Path, image_concepts: Mapping[str, set[str]],
+                matcher: concepts_lib.ConceptMatcher
+                ) -> tuple[str, dict[str, long_tail.ConceptRecall]]:
+  """(measure, per-concept recall) of one evaluation's output directory."""
+  if (directory / scores.RETRIEVAL_FILE).exists():
+    per_query = json.loads((directory / scores.RETRIEVAL_FILE).read_text())["per_query"]
+    return long_tail.RETRIEVAL, long_tail.per_concept_retrieval(
+        per_query["image_retrieval"], image_concepts)
+  predictions = report_lib.read_predictions(str(directory / PREDICTIONS_FILE))
+  return long_tail.NAMING, long_tail.per_concept_recall(predictions, image_concepts, matcher)
+
+
 def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
                 image_concepts: Mapping[str, set[str]], matcher: concepts_lib.ConceptMatcher
-                ) -> dict[str, dict[str, long_tail.ConceptRecall]]:
-  """{row key: per-concept recall pooled over the seeds whose evaluation exists}."""
-  out = {}
+                ) -> tuple[str, dict[str, dict[str, long_tail.ConceptRecall]]]:
+  """(measure, {row key: per-concept recall pooled over the seeds whose
+  evaluation exists}); rows that caption and rows that retrieve do not mix."""
+  out, measures = {}, {}
   for key in suite.long_tail_rows:
     row = suite.row(key)
     stage = suite.stage(f"{row.condition}/{row.stage}")
@@ -91,11 +107,14 @@ def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
                                    suite.report_source)
       except FileNotFoundError:
         continue
-      predictions = report_lib.read_predictions(str(directory / PREDICTIONS_FILE))
-      runs.append(long_tail.per_concept_recall(predictions, image_concepts, matcher))
+      measures[key], recall = _run_recall(directory, image_concepts, matcher)
+      runs.append(recall)
     if runs:
       out[key] = long_tail.pooled(runs)
-  return out
+  if len(set(measures.values())) > 1:
+    raise SuiteError(f"long_tail: rows {sorted(measures)} mix captioning and retrieval "
+                     f"evaluations ({measures}); one report measures one of them")
+  return next(iter(measures.values()), long_tail.NAMING), out
 
 
 def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
@@ -104,7 +123,7 @@ def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
   image_concepts = long_tail.load_image_concepts(str(image_concepts_path(suite, data_dir)))
   names = sorted({c for shown in image_concepts.values() for c in shown})
   matcher = concepts_lib.ConceptMatcher([concepts_lib.Concept(n) for n in names])
-  recalls = row_recalls(suite, workdir, seeds, image_concepts, matcher)
+  measure, recalls = row_recalls(suite, workdir, seeds, image_concepts, matcher)
   if not recalls:
     return None
   counts = source_counts(data_dir, training_sources(configs), names,
@@ -112,7 +131,7 @@ def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
   compare = [pair for pair in suite.long_tail_compare if set(pair) <= set(recalls)]
   report = long_tail.report_from_recalls(
       recalls, image_concepts, counts, suite.long_tail_bucket_source, compare,
-      suite.long_tail_bucket_edges or long_tail.BUCKET_EDGES)
+      suite.long_tail_bucket_edges or long_tail.BUCKET_EDGES, measure)
   report["seeds"] = list(seeds)
   long_tail.write(report, output_dir)
   return report

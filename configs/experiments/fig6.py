@@ -9,7 +9,7 @@ Fractions keep an image by a fingerprint of its id, so 10% c 25% c 50%
 (cc12m_jax/data/pipeline.keep_fraction). The 100% and CC3M conditions are
 those of Tables 3 and 8 (shared when run on one workdir).
 """
-from configs.experiments import common
+from configs.experiments import common, table3
 
 FRACTIONS = {"cc12m_10pct": 0.1, "cc12m_25pct": 0.25, "cc12m_50pct": 0.5, "cc12m": 1.0}
 
@@ -38,6 +38,10 @@ def get_config(size: str = "synthetic"):
                     100.0),
       common.column("ir", "Flickr IR R@1 (zero-shot)", "flickr_test", "image_retrieval/R@1", 1.0,
                     stage_name="vlm_zero_shot")]
+  # Naming recall by the concept's count in (all of) CC12M: what each added
+  # fraction buys, concept by concept.
+  c.long_tail = {"rows": ["cc3m", *FRACTIONS], "compare": ["cc12m_50pct,cc12m", "cc3m,cc12m_25pct"],
+                 "bucket_source": "cc12m", "bucket_edges": table3.LONG_TAIL_EDGES[size]}
   monotone = "cc12m_10pct < cc12m_25pct < cc12m_50pct < cc12m"
   c.claims = [
       common.chain("nocaps CIDEr rises with the CC12M fraction", "nocaps", monotone),

@@ -2,6 +2,7 @@
 against hand computations."""
 import json
 import os
+import shutil
 
 import ml_collections
 import numpy as np
@@ -116,3 +117,59 @@ def test_long_tail_rows_must_exist_and_evaluate_the_reported_split(tmp_path):
     _suite(str(tmp_path), rows=["a", "b"], compare=["a-b"])
   with pytest.raises(suite_lib.SuiteError, match="bucket_edges: \\[1, 10\\] must be increasing"):
     _suite(str(tmp_path), rows=["a"], bucket_edges=[1, 10])
+
+
+def _write_retrieval(workdir: str, row: str, seed: int, per_query: dict) -> None:
+  directory = os.path.join(commands.stage_dir(workdir, f"{row}/ev", seed), "eval", "nocaps_val",
+                           "step_5")
+  os.makedirs(directory)
+  with open(os.path.join(directory, "retrieval.json"), "w") as f:
+    json.dump({"metrics": {}, "per_query": {"image_retrieval": per_query},
+               "source": "nocaps_val"}, f)
+
+
+def test_retrieval_rows_report_r_at_1_per_concept(tmp_path):
+  data_dir = _world(tmp_path)
+  suite = _suite(data_dir)
+  workdir = str(tmp_path / "w")
+  # Two caption queries per image; rank: 0-based place of the query's own
+  # image (-1: not in the top 10). Only rank 0 is a hit at R@1.
+  _write_retrieval(workdir, "a", 0, {"image_id": ["1", "1", "2", "2", "3", "3"],
+                                     "rank": [0, 1, 0, -1, 0, 0]})
+  _write_retrieval(workdir, "b", 0, {"image_id": ["1", "1", "2", "2", "3", "3"],
+                                     "rank": [0, 0, 2, 3, 0, 5]})
+  out = str(tmp_path / "out")
+  report = concept_report.make(suite, workdir, [0], data_dir, _training_configs(), out)
+  assert report["measure"] == "retrieval"
+  # a: dog's queries are image 1's two and image 2's two: hits 1 + 1 = 2 of 4;
+  # kite (image 2) 1 of 2; zebra (image 3) 2 of 2.
+  a = {r["bucket"]: (r["named"], r["pairs"]) for r in report["by_bucket"]["a"]}
+  assert a == {"0": (1, 2), "1-9": (2, 4), "10-99": (2, 2), "100-999": (0, 0), "1000+": (0, 0)}
+  b = {c: report["concepts"][c]["recall"]["b"] for c in ("dog", "kite", "zebra")}
+  assert b == {"dog": 0.5, "kite": 0.0, "zebra": 0.5}
+  assert [(r["concept"], r["delta"]) for r in report["comparisons"]["a->b"]["lost"]] == [
+      ("kite", -0.5), ("zebra", -0.5)]
+  with open(os.path.join(out, "long_tail.md")) as f:
+    text = f.read()
+  assert text.startswith("R@1 of caption queries (%) by the concept's instance count in cc12m")
+  assert "| bucket | a | b | queries |" in text
+
+
+def test_a_report_does_not_mix_captioning_and_retrieval_rows(tmp_path):
+  data_dir = _world(tmp_path)
+  workdir = str(tmp_path / "w")
+  _write_retrieval(workdir, "a", 0, {"image_id": ["1", "2", "3"], "rank": [0, 0, 0]})
+  directory = os.path.join(commands.stage_dir(workdir, "b/ev", 0), "eval", "nocaps_val", "step_5")
+  os.makedirs(directory)
+  with open(os.path.join(directory, "predictions.json"), "w") as f:
+    json.dump([{"image_id": i, "caption": "a dog"} for i in SHOWN], f)
+  with pytest.raises(suite_lib.SuiteError, match="mix captioning and retrieval"):
+    concept_report.make(_suite(data_dir), workdir, [0], data_dir, _training_configs(),
+                        str(tmp_path / "out"))
+  # An image without a query is an error naming it, not a silent miss.
+  shutil.rmtree(os.path.dirname(directory))
+  shutil.rmtree(os.path.join(commands.stage_dir(workdir, "a/ev", 0)))
+  _write_retrieval(workdir, "a", 0, {"image_id": ["1", "2"], "rank": [0, 0]})
+  with pytest.raises(KeyError, match=r"1 image\(s\) have no retrieval query, e.g. \['3'\]"):
+    concept_report.make(_suite(data_dir, rows=["a"]), workdir, [0], data_dir,
+                        _training_configs(), str(tmp_path / "out"))

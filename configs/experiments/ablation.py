@@ -27,16 +27,28 @@ def row_key(row: str) -> str:
 
 
 def condition(size: str, row: str) -> dict[str, ml_collections.ConfigDict]:
-  """The stages of one row: '<objective>_pretrain', ic_finetune, ic_evaluate."""
+  """The stages of one row: '<objective>_pretrain', ic_finetune, ic_evaluate; rows
+  whose pre-training captions (ic, ic + an auxiliary loss) also ic_zero_shot, the
+  pre-trained model evaluated as is: whether a concept lost after fine-tuning was
+  ever learned."""
   if row == "ic":
-    return {"ic_pretrain": common.ic_pretrain(size, "cc12m"),
+    return {"ic_pretrain": common.ic_pretrain(size, "cc12m"), "ic_zero_shot": common.ic_as_is(size),
             "ic_finetune": common.ic_finetune(size), "ic_evaluate": common.ic_evaluate(size)}
   pretrain = f"{row.partition(',')[0] if ',' in row else row_key(row)}_pretrain"
+  config = f"{PRETRAIN_CONFIGS[size]}:{row}"
+  stages = {pretrain: common.stage(config, "pretrain")}
+  if row.startswith("ic+"):
+    stages["ic_zero_shot"] = common.ic_as_is(size, of=pretrain, config=config)
   finetune = common.ic_finetune(size, of=pretrain)
   if row.startswith("mlm"):
     finetune.overrides.train.init_partial = True
-  return {pretrain: common.stage(f"{PRETRAIN_CONFIGS[size]}:{row}", "pretrain"),
-          "ic_finetune": finetune, "ic_evaluate": common.ic_evaluate(size)}
+  stages.update(ic_finetune=finetune, ic_evaluate=common.ic_evaluate(size))
+  return stages
+
+
+def keys(row: str) -> tuple[str, str]:
+  """(table row key, condition key) of a row: the ic row is Table 3's 'cc12m' condition."""
+  return ("ic", "cc12m") if row == "ic" else (row_key(row), row_key(row))
 
 
 def suite(name: str, title: str, size: str, rows, label) -> ml_collections.ConfigDict:
@@ -45,9 +57,9 @@ def suite(name: str, title: str, size: str, rows, label) -> ml_collections.Confi
   c = common.suite(name, title, size, report_source="nocaps_val", selection_source="coco_val",
                    selection_metric="overall/CIDEr")
   for row in rows:
-    key = "cc12m" if row == "ic" else row_key(row)
-    c.conditions[key] = condition(size, row)
-    c.rows.append(common.row("ic" if row == "ic" else key, label(row), key, "ic_evaluate"))
+    key, condition_key = keys(row)
+    c.conditions[condition_key] = condition(size, row)
+    c.rows.append(common.row(key, label(row), condition_key, "ic_evaluate"))
   c.columns = nocaps_columns()
   return c
 

@@ -127,12 +127,14 @@ def ic_train(size: str, source: str = "coco_train") -> ConfigDict:
                data={"train_sources": source}, train={"keep_checkpoints": 10})
 
 
-def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}") -> ConfigDict:
-  """The latest checkpoint of `of`, evaluated as is (zero-shot)."""
+def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}",
+             config: str = "") -> ConfigDict:
+  """The latest checkpoint of `of`, evaluated as is (zero-shot); `config`: the
+  config that builds its model (default: the ic pre-training one)."""
   if size == "synthetic":
-    return stage("configs/synthetic_pretrain.py", "evaluate", checkpoint_dir=of, sources=sources,
-                 eval={"metrics": SYNTHETIC_METRICS})
-  return stage("configs/cc12m.py", "evaluate", checkpoint_dir=of, sources=sources)
+    return stage(config or "configs/synthetic_pretrain.py", "evaluate", checkpoint_dir=of,
+                 sources=sources, eval={"metrics": SYNTHETIC_METRICS})
+  return stage(config or "configs/cc12m.py", "evaluate", checkpoint_dir=of, sources=sources)
 
 
 def ic_finetune(size: str, of: str = "ic_pretrain", source: str = "coco_train",

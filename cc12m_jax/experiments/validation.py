@@ -46,13 +46,18 @@ def _read_sources(config: ml_collections.ConfigDict) -> list[str]:
   return reads
 
 
+def _reads_centroids(config: ml_collections.ConfigDict) -> bool:
+  """Whether the stage trains moc, whose labels come from the cluster centroids."""
+  return config.mode in ("pretrain", "finetune") and "moc" in registry.tasks(config.train.objective)
+
+
 def data_inputs(config: ml_collections.ConfigDict) -> dict[str, str]:
   """{source name or file: path} of everything the stage reads from the data:
   the runner fingerprints these, so a finished stage is not re-used after
   its data changed."""
   inputs = {source: metadata.source_dir(config.data.data_dir, source)
             for source in _read_sources(config)}
-  if config.mode in ("pretrain", "finetune") and "moc" in registry.tasks(config.train.objective):
+  if _reads_centroids(config):
     inputs["centroids"] = moc.centroids_file(config)
   if config.eval.references:
     inputs["references"] = config.eval.references
@@ -69,7 +74,7 @@ def data_problems(stage_key: str, config: ml_collections.ConfigDict) -> list[str
       problems.append(f"stage {stage_key} reads source {source!r}, which {data_dir} does not "
                       f"have (no {source}/{metadata.METADATA_FILE}); generate or import it, "
                       "or change the suite (docs/experiments.md lists each suite's sources)")
-  if config.mode in ("pretrain", "finetune") and "moc" in registry.tasks(config.train.objective):
+  if _reads_centroids(config):
     centroids = moc.centroids_file(config)
     if not epath.Path(centroids).exists():
       problems.append(f"stage {stage_key} trains {config.train.objective!r}, whose cluster "

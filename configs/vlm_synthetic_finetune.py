@@ -8,6 +8,9 @@ import ml_collections
 
 from configs import vlm_synthetic_pretrain
 
+# Chosen by the vlm_finetune_grid suite on flickr_val (docs/results.md).
+LEARNING_RATE = 1e-4
+
 
 def get_config() -> ml_collections.ConfigDict:
   config = vlm_synthetic_pretrain.get_config()
@@ -17,10 +20,14 @@ def get_config() -> ml_collections.ConfigDict:
   config.data.eval_sources = "flickr_val,flickr_test"
   config.eval.selection_metric = "flickr_val/image_retrieval/R@1"
   config.eval.select_checkpoint = True
-  config.optim.learning_rate = 1e-4
+  config.optim.learning_rate = LEARNING_RATE
   config.optim.warmup_steps = 20
   config.optim.decay_steps = 100
-  config.train.num_train_steps = 300
+  # 36 epochs of the 200 Flickr-style training images at batch 64; the step
+  # is chosen on flickr_val among the 9 checkpoints, so the range has to
+  # reach past the best step: at 300 steps held-out R@1 was still rising
+  # for every pre-trained model (docs/results.md, Table 8).
+  config.train.num_train_steps = 900
   config.train.checkpoint_every_steps = 100
-  config.train.keep_checkpoints = 3
+  config.train.keep_checkpoints = 9
   return config

@@ -11,8 +11,10 @@ def make_world(data_dir: str, **sizes) -> str:
   """
   cfg = base.get_config()
   sizes.setdefault("num_cc3m_dev", 8)  # only Table 7 reads it; keep it small by default
-  # A test gallery as large as val, not Flickr30K's 1,000 images.
-  sizes.setdefault("num_flickr_test", max(1, sizes.get("num_flickr", cfg.synthetic.num_flickr) // 6))
+  # Val and test galleries of 1/6 of num_flickr each, not Flickr30K's 1,000 images.
+  sixth = max(1, sizes.get("num_flickr", cfg.synthetic.num_flickr) // 6)
+  sizes.setdefault("num_flickr_val", sixth)
+  sizes.setdefault("num_flickr_test", sixth)
   for key, value in sizes.items():
     cfg.synthetic[key] = value  # locked config: a misspelt size is an error
   generate.generate(cfg, data_dir, log=lambda _: None)

@@ -37,11 +37,16 @@ def min_devices(config: ml_collections.ConfigDict) -> int:
   return math.prod(max(int(config.mesh[a]), 1) for a in ("data", "fsdp", "model"))
 
 
+def _evaluates(config: ml_collections.ConfigDict) -> bool:
+  """Whether the stage scores anything (and so reads its eval sources and references)."""
+  return config.mode == "evaluate" or config.train.eval_every_steps > 0
+
+
 def _read_sources(config: ml_collections.ConfigDict) -> list[str]:
   """Sources the stage reads: its training sources (even an evaluate stage, for
   the feature dimension) and the eval sources it scores."""
   reads = _sources(config.data.train_sources)
-  if config.mode == "evaluate" or config.train.eval_every_steps > 0:
+  if _evaluates(config):
     reads += [s for s in _sources(config.data.eval_sources) if s not in reads]
   return reads
 
@@ -59,7 +64,7 @@ def data_inputs(config: ml_collections.ConfigDict) -> dict[str, str]:
             for source in _read_sources(config)}
   if _reads_centroids(config):
     inputs["centroids"] = moc.centroids_file(config)
-  if config.eval.references:
+  if config.eval.references and _evaluates(config):
     inputs["references"] = config.eval.references
   return inputs
 
@@ -82,7 +87,8 @@ def data_problems(stage_key: str, config: ml_collections.ConfigDict) -> list[str
                       f"python -m cc12m_jax.data.clusters --data_dir={data_dir} "
                       f"--source={epath.Path(centroids).parent.name} "
                       "(docs/objectives.md)")
-  if config.eval.references and not epath.Path(config.eval.references).exists():
+  if config.eval.references and _evaluates(config) and not epath.Path(
+      config.eval.references).exists():
     problems.append(f"stage {stage_key}: config.eval.references={config.eval.references} "
                     "does not exist")
   return problems

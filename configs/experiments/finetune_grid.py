@@ -18,13 +18,14 @@ RATES = {"synthetic": (1e-4, 3e-4, 1e-3), "paper": coco_finetune.LEARNING_RATES}
 STANDARD = {"synthetic": 3e-4, "paper": 3.2e-8}
 
 
-def _name(rate: float) -> str:
+def rate_name(rate: float) -> str:
   # A config key and a directory name: 1e-04, 3p2e-08.
   return f"{rate:.1e}".replace(".0e", "e").replace(".", "p")
 
 
-def _suffix(rate: float, size: str) -> str:
-  return "" if rate == STANDARD[size] else f"_lr{_name(rate)}"
+def stage_suffix(rate: float, standard: float) -> str:
+  """'' for the recipe's own rate (its stages are every other suite's), else _lr<rate>."""
+  return "" if rate == standard else f"_lr{rate_name(rate)}"
 
 
 def get_config(size: str = "synthetic"):
@@ -35,14 +36,14 @@ def get_config(size: str = "synthetic"):
   c.paper_table = ""  # the paper reports no grid results
   c.conditions.cc12m = {"ic_pretrain": common.ic_pretrain(size, "cc12m")}
   for rate in RATES[size]:
-    suffix = _suffix(rate, size)
+    suffix = stage_suffix(rate, STANDARD[size])
     finetune = common.ic_finetune(size)
     if suffix:
       finetune.overrides["optim"] = {"learning_rate": rate}
     c.conditions.cc12m[f"ic_finetune{suffix}"] = finetune
     c.conditions.cc12m[f"ic_evaluate{suffix}"] = common.ic_evaluate(
         size, of=f"ic_finetune{suffix}")
-    c.rows.append(common.row(f"lr{_name(rate)}", f"lr {rate:g}", "cc12m", f"ic_evaluate{suffix}"))
+    c.rows.append(common.row(f"lr{rate_name(rate)}", f"lr {rate:g}", "cc12m", f"ic_evaluate{suffix}"))
   c.columns = [common.column(key, label, "{report_source}", f"{group}/CIDEr", 100.0)
                for key, label, group in (("in", "in", "in-domain"), ("out", "out", "out-domain"),
                                          ("overall", "overall", "overall"))]

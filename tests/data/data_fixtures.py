@@ -23,6 +23,7 @@ def tiny_config(seed: int = 0):
   s.num_coco_val = 10
   s.num_nocaps_val = 21
   s.num_flickr = 18
+  s.num_flickr_val = 3
   s.num_flickr_test = 3
   s.vocab_size = 300
   s.records_per_shard = 30

@@ -225,24 +225,27 @@ def test_table9_calibration_knobs():
   assert flat > steep
 
 
-def test_test_gallery_size_changes_only_flickr_test(tiny_world, tmp_path):
-  """num_flickr_test grows the retrieval gallery (Flickr30K's is 1,000 images)
-  without touching any other source, and the smaller gallery's images stay."""
+@pytest.mark.parametrize("split", ["flickr_val", "flickr_test"])
+def test_gallery_size_changes_only_its_split_and_later(tiny_world, tmp_path, split):
+  """num_flickr_val / num_flickr_test grow a retrieval gallery (Flickr30K's are
+  1,000 images each) without touching any source before it (val shifts only
+  the test images' ids), and the smaller gallery's images stay."""
   _, data_dir, _ = tiny_world
   cfg = tiny_config(seed=0)
-  cfg.synthetic.num_flickr_test = 7
+  cfg.synthetic[f"num_{split}"] = 7
   bigger = str(tmp_path / "bigger")
   generate_lib.generate(cfg, bigger, log=lambda _: None)
+  changed = {"flickr_val", "flickr_test"} if split == "flickr_val" else {"flickr_test"}
   for source in generate_lib.ALL_SOURCES:
-    if source == "flickr_test":
+    if source in changed:
       continue
     names = sorted(os.listdir(os.path.join(data_dir, source)))
     assert names == sorted(os.listdir(os.path.join(bigger, source))), source
     _, mismatch, errors = filecmp.cmpfiles(os.path.join(data_dir, source),
                                            os.path.join(bigger, source), names, shallow=False)
     assert not mismatch and not errors, (source, mismatch, errors)
-  small = {r.image_id: r for r in metadata_lib.read_source_records(data_dir, "flickr_test")}
-  large = {r.image_id: r for r in metadata_lib.read_source_records(bigger, "flickr_test")}
+  small = {r.image_id: r for r in metadata_lib.read_source_records(data_dir, split)}
+  large = {r.image_id: r for r in metadata_lib.read_source_records(bigger, split)}
   assert len(small) == 3 and len(large) == 7 and set(small) < set(large)
   for image_id, record in small.items():
     assert list(record.captions) == list(large[image_id].captions), image_id

@@ -20,7 +20,7 @@ from configs.experiments import common
 from tests.experiments import tiny_suite
 from tests.experiments.conftest import REPO_ROOT
 
-SUITES = ("headline", "finetune_grid", "table3", "table5", "table7", "fig6", "table8", "table11", "table12")
+SUITES = ("headline", "finetune_grid", "vlm_finetune_grid", "table3", "table5", "table7", "fig6", "table8", "table11", "table12")
 
 
 def _load(spec: str, **fields) -> suite_lib.Suite:
@@ -227,6 +227,19 @@ def test_dry_run_prints_stages_after_their_inputs_selecting_on_the_held_out_spli
   assert "--config.eval.selection_metric=coco_val/overall/CIDEr" in evaluate
   assert "--config.eval.select_checkpoint=True" in evaluate
   assert "--config.train.seed=1" in evaluate and "--config.data.seed=1" in evaluate
+
+
+def test_only_stages_that_score_read_the_eval_splits_and_references():
+  """A pre-training that never evaluates is not re-run (or refused) when the
+  held-out splits or their reference file change; its evaluations are."""
+  suite = _load("configs/experiments/table8.py:synthetic", data_dir="/d")
+  runs = {run.stage.key: dict(run.data) for run in
+          runner.plan(suite, "/tmp/w", [0], validation.check(suite, "/tmp/w", check_data=False))}
+  assert runs["cc12m/vlm_pretrain"] == {"cc12m": "/d/cc12m"}
+  assert runs["cc12m/vlm_finetune"] == {"flickr_train": "/d/flickr_train"}
+  assert runs["cc12m/vlm_evaluate"] == {
+      "flickr_train": "/d/flickr_train", "flickr_val": "/d/flickr_val",
+      "flickr_test": "/d/flickr_test", "references": "/d/flickr/dataset_flickr30k.json"}
 
 
 def test_a_missing_split_fails_validation_naming_it(tiny_world):

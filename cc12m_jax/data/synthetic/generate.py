@@ -59,12 +59,12 @@ def image_rng(seed: int, source: str, index: int) -> np.random.Generator:
   return np.random.default_rng([seed, _SOURCE_CODES[source], index])
 
 
-def flickr_split_sizes(num_flickr: int, num_flickr_test: int) -> dict[str, int]:
-  """Train 2/3 and val 1/6 of `num_flickr`; test its own size, as Flickr30K's
-  1K test gallery (the difficulty of retrieval grows with the gallery)."""
-  val = max(1, num_flickr // 6)
-  return {"flickr_train": num_flickr - 2 * val, "flickr_val": val,
-          "flickr_test": num_flickr_test}
+def flickr_split_sizes(num_flickr: int, num_flickr_val: int,
+                       num_flickr_test: int) -> dict[str, int]:
+  """Train 2/3 of `num_flickr`; val and test their own sizes, as Flickr30K's
+  1K galleries (the difficulty of retrieval grows with the gallery)."""
+  return {"flickr_train": num_flickr - 2 * max(1, num_flickr // 6),
+          "flickr_val": num_flickr_val, "flickr_test": num_flickr_test}
 
 
 def _shows_novel(world: world_lib.World, scene: world_lib.Scene) -> bool:
@@ -141,7 +141,8 @@ def _source_specs(cfg: ml_collections.ConfigDict,
       return scene, caps, "", f"flickr_{offset + i:07d}", rng
     return make
 
-  splits = flickr_split_sizes(cfg.num_flickr, cfg.num_flickr_test)
+  splits = flickr_split_sizes(cfg.num_flickr, cfg.num_flickr_val,
+                              cfg.num_flickr_test)
   return [
       SourceSpec("cc3m", cfg.num_cc3m, cc3m),
       SourceSpec("cc12m", cfg.num_cc12m, cc12m),
@@ -256,7 +257,7 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
     if spec.num_records <= 0:
       raise ValueError(f"config.synthetic: source {spec.name!r} would have "
                        f"{spec.num_records} records; sizes must be positive "
-                       f"(num_flickr >= 3, num_flickr_test >= 1)")
+                       f"(num_flickr >= 3, num_flickr_val >= 1, num_flickr_test >= 1)")
   for spec in specs:
     rows = []
 

@@ -15,10 +15,10 @@ from configs import vlm_flickr_finetune, vlm_synthetic_finetune
 from configs.experiments import common, finetune_grid
 
 STANDARD = {"synthetic": vlm_synthetic_finetune.LEARNING_RATE, "paper": 3.2e-7}
-# The paper's grid at paper size; at synthetic size a factor of about 3 on
-# either side of 1e-4 (a tenth of the pre-training rate, as the captioning
-# recipe's grid sits around 3e-4).
-RATES = {"synthetic": (3e-5, 1e-4, 3e-4), "paper": vlm_flickr_finetune.LEARNING_RATES}
+# The paper's grid at paper size; at synthetic size factors of about 3 from
+# 3e-5 up to the pre-training rate (1e-3): the first grid stopped at 3e-4,
+# which won, so it was extended by one step past the winner.
+RATES = {"synthetic": (3e-5, 1e-4, 3e-4, 1e-3), "paper": vlm_flickr_finetune.LEARNING_RATES}
 
 
 def get_config(size: str = "synthetic"):

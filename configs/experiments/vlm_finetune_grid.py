@@ -16,8 +16,7 @@ from configs.experiments import common, finetune_grid
 
 STANDARD = {"synthetic": vlm_synthetic_finetune.LEARNING_RATE, "paper": 3.2e-7}
 # The paper's grid at paper size; at synthetic size factors of about 3 from
-# 3e-5 up to the pre-training rate (1e-3): the first grid stopped at 3e-4,
-# which won, so it was extended by one step past the winner.
+# 3e-5 up to the pre-training rate (1e-3), so the winner lies inside the grid.
 RATES = {"synthetic": (3e-5, 1e-4, 3e-4, 1e-3), "paper": vlm_flickr_finetune.LEARNING_RATES}
 
 
@@ -36,7 +35,7 @@ def get_config(size: str = "synthetic"):
     c.conditions.cc12m[f"vlm_finetune{suffix}"] = finetune
     c.conditions.cc12m[f"vlm_evaluate{suffix}"] = common.vlm_evaluate(
         size, of=f"vlm_finetune{suffix}")
-    c.rows.append(common.row(f"lr{finetune_grid.rate_name(rate)}", f"lr {rate:.2g}", "cc12m",
+    c.rows.append(common.row(f"lr{finetune_grid.rate_name(rate)}", f"lr {rate:.0e}", "cc12m",
                              f"vlm_evaluate{suffix}"))
   c.columns = [common.column(f"R@{k}", f"R@{k}", "{report_source}", f"image_retrieval/R@{k}", 1.0)
                for k in (1, 5, 10)]

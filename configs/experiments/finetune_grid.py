@@ -9,6 +9,10 @@ Run on CC12M pre-training; the standard rate's stages are the ones every other
 suite uses (configs/synthetic_finetune.py: 3e-4; paper: coco_finetune.py's
 3.2e-8 at 5K steps; its grid 3.2e-9 / 3.2e-8 / 3.2e-7), so on a shared workdir only the other rates run.
 """
+from typing import Callable, Sequence
+
+import ml_collections
+
 from configs import coco_finetune
 from configs.experiments import common
 
@@ -28,6 +32,23 @@ def stage_suffix(rate: float, standard: float) -> str:
   return "" if rate == standard else f"_lr{rate_name(rate)}"
 
 
+def add_rates(c: ml_collections.ConfigDict, condition: str, prefix: str, rates: Sequence[float],
+              standard: float,
+              finetune: Callable[[], ml_collections.ConfigDict],
+              evaluate: Callable[[str], ml_collections.ConfigDict]) -> None:
+  """One <prefix>_finetune / <prefix>_evaluate pair and one row per rate, on `condition`
+  (whose pre-training the caller has added); only the rate differs between them."""
+  for rate in rates:
+    suffix = stage_suffix(rate, standard)
+    stage = finetune()
+    if suffix:
+      stage.overrides["optim"] = {"learning_rate": rate}
+    c.conditions[condition][f"{prefix}_finetune{suffix}"] = stage
+    c.conditions[condition][f"{prefix}_evaluate{suffix}"] = evaluate(f"{prefix}_finetune{suffix}")
+    c.rows.append(common.row(f"lr{rate_name(rate)}", f"lr {rate:.0e}", condition,
+                             f"{prefix}_evaluate{suffix}"))
+
+
 def get_config(size: str = "synthetic"):
   size = common.check_size(size)
   c = common.suite("finetune_grid", "Fine-tuning learning rate, CC12M pre-training", size,
@@ -35,15 +56,8 @@ def get_config(size: str = "synthetic"):
                    selection_metric="overall/CIDEr")
   c.paper_table = ""  # the paper reports no grid results
   c.conditions.cc12m = {"ic_pretrain": common.ic_pretrain(size, "cc12m")}
-  for rate in RATES[size]:
-    suffix = stage_suffix(rate, STANDARD[size])
-    finetune = common.ic_finetune(size)
-    if suffix:
-      finetune.overrides["optim"] = {"learning_rate": rate}
-    c.conditions.cc12m[f"ic_finetune{suffix}"] = finetune
-    c.conditions.cc12m[f"ic_evaluate{suffix}"] = common.ic_evaluate(
-        size, of=f"ic_finetune{suffix}")
-    c.rows.append(common.row(f"lr{rate_name(rate)}", f"lr {rate:g}", "cc12m", f"ic_evaluate{suffix}"))
+  add_rates(c, "cc12m", "ic", RATES[size], STANDARD[size], lambda: common.ic_finetune(size),
+            lambda of: common.ic_evaluate(size, of=of))
   c.columns = [common.column(key, label, "{report_source}", f"{group}/CIDEr", 100.0)
                for key, label, group in (("in", "in", "in-domain"), ("out", "out", "out-domain"),
                                          ("overall", "overall", "overall"))]

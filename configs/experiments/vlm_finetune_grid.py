@@ -27,16 +27,9 @@ def get_config(size: str = "synthetic"):
                    selection_metric="image_retrieval/R@1")
   c.paper_table = ""  # the paper reports no grid results
   c.conditions.cc12m = {"vlm_pretrain": common.vlm_pretrain(size, "cc12m")}
-  for rate in RATES[size]:
-    suffix = finetune_grid.stage_suffix(rate, STANDARD[size])
-    finetune = common.vlm_finetune(size)
-    if suffix:
-      finetune.overrides["optim"] = {"learning_rate": rate}
-    c.conditions.cc12m[f"vlm_finetune{suffix}"] = finetune
-    c.conditions.cc12m[f"vlm_evaluate{suffix}"] = common.vlm_evaluate(
-        size, of=f"vlm_finetune{suffix}")
-    c.rows.append(common.row(f"lr{finetune_grid.rate_name(rate)}", f"lr {rate:.0e}", "cc12m",
-                             f"vlm_evaluate{suffix}"))
+  finetune_grid.add_rates(c, "cc12m", "vlm", RATES[size], STANDARD[size],
+                          lambda: common.vlm_finetune(size),
+                          lambda of: common.vlm_evaluate(size, of=of))
   c.columns = [common.column(f"R@{k}", f"R@{k}", "{report_source}", f"image_retrieval/R@{k}", 1.0)
                for k in (1, 5, 10)]
   return c

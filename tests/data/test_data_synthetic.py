@@ -9,6 +9,7 @@ import pytest
 
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
+from cc12m_jax.data.synthetic import captions as captions_lib
 from cc12m_jax.data.synthetic import concepts as concepts_lib
 from cc12m_jax.data.synthetic import generate as generate_lib
 from cc12m_jax.data.synthetic import world as world_lib
@@ -223,6 +224,25 @@ def test_table9_calibration_knobs():
   steep = world_lib.World(40, FEATURE_DIM, 0, zipf_exponent=1.0).frequencies[-20:].sum()
   flat = world_lib.World(40, FEATURE_DIM, 0, zipf_exponent=0.5).frequencies[-20:].sum()
   assert flat > steep
+
+
+def test_cc3m_misaligned_fraction_names_something_else():
+  """At 0 every CC3M-style caption names the image's first concept (as CC3M
+  writes it); at 0.5 about half name one drawn from the web's frequencies."""
+  def share_naming_first(fraction):
+    cfg = tiny_config().synthetic
+    cfg.cc3m_misaligned_fraction = fraction
+    world = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed,
+                            zipf_exponent=cfg.zipf_exponent)
+    spec = {s.name: s for s in generate_lib._source_specs(cfg, world)}["cc3m"]
+    named = []
+    for i in range(400):
+      scene, captions, *_ = spec.make(world, i, generate_lib.image_rng(cfg.seed, "cc3m", i))
+      name = captions_lib._cc3m_name(world, scene.instances[0].concept)
+      named.append(f" {name} " in f" {captions[0]} ")
+    return np.mean(named)
+  assert share_naming_first(0.0) == 1.0
+  assert 0.35 < share_naming_first(0.5) < 0.65
 
 
 @pytest.mark.parametrize("split", ["flickr_val", "flickr_test"])

@@ -82,6 +82,14 @@ def coco_style(world: world_lib.World, scene: world_lib.Scene,
   return f"{opener}{text} ."
 
 
+def misnamed(world: world_lib.World, scene: world_lib.Scene,
+             rng: np.random.Generator) -> world_lib.Scene:
+  """What a misaligned caption describes: a concept drawn by the web's
+  frequencies, not (or only by chance) one the image shows, in its place."""
+  other = int(rng.choice(len(world.concepts), p=world.frequencies))
+  return world_lib.Scene([world_lib.Instance(other, 0)], scene.scene)
+
+
 def _cc3m_name(world: world_lib.World, concept: int) -> str:
   c = world.concepts[concept]
   return NAMED_ENTITY_HYPERNYMS.get(c.hypernym, c.name)
@@ -123,9 +131,7 @@ def cc12m_style(world: world_lib.World, scene: world_lib.Scene,
   if rng.random() < misaligned_fraction:
     if rng.random() < 0.5:
       return _pick(rng, _GENERIC), False
-    # Names a concept that is not in the image (loosely related at best).
-    other = int(rng.choice(len(world.concepts), p=world.frequencies))
-    scene = world_lib.Scene([world_lib.Instance(other, 0)], scene.scene)
+    scene = misnamed(world, scene, rng)
     aligned = False
   else:
     aligned = True

@@ -88,7 +88,14 @@ def _source_specs(cfg: ml_collections.ConfigDict,
     while (cfg.cc3m_novel_keep < 1.0 and _shows_novel(w, scene)
            and rng.random() >= cfg.cc3m_novel_keep):
       scene = w.sample_scene(rng)
-    return (scene, [captions_lib.cc3m_style(w, scene, rng)], "",
+    described = scene
+    # A poor-fit pair that CC3M's filters still pass (its raters found about
+    # a tenth of CC3M poor fits): the caption names something else. No draw
+    # at 0, so the default world's bytes do not depend on this knob.
+    if (cfg.cc3m_misaligned_fraction > 0
+        and rng.random() < cfg.cc3m_misaligned_fraction):
+      described = captions_lib.misnamed(w, scene, rng)
+    return (scene, [captions_lib.cc3m_style(w, described, rng)], "",
             f"{prefix}_{i:07d}", rng)
 
   def cc12m(w, i, rng):

@@ -17,6 +17,7 @@ import ml_collections
 from configs import base
 
 LEARNING_RATES = (3.2e-9, 3.2e-8, 3.2e-7)
+LEARNING_RATE = 3.2e-8  # the default of the grid (with 5K steps)
 TRAIN_STEPS = (5_000, 10_000)
 COCO_TRAIN_PAIRS = 591_753
 GLOBAL_BATCH = 4096
@@ -36,7 +37,7 @@ def sweep() -> list[dict]:
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  lr, steps = 3.2e-8, 5_000
+  lr, steps = LEARNING_RATE, 5_000
   if arg:
     lr_text, steps_text = arg.split(",")
     lr, steps = float(lr_text), int(steps_text)

@@ -28,6 +28,7 @@ import ml_collections
 from configs import base
 
 LEARNING_RATES = (3.2e-8, 3.2e-7, 3.2e-6)
+LEARNING_RATE = 3.2e-7  # the default of the grid
 TRAIN_STEPS = 10_000
 CORES = 32
 BATCH_PER_CORE = 128
@@ -46,7 +47,7 @@ def sweep() -> list[dict]:
 
 
 def get_config(arg: str | None = None) -> ml_collections.ConfigDict:
-  lr = float(arg) if arg else 3.2e-7
+  lr = float(arg) if arg else LEARNING_RATE
   config = base.get_config()
   config.mode = "finetune"
   config.data.data_dir = "data/features"

@@ -19,7 +19,7 @@ from configs.experiments import common
 # The paper's grid at paper size (coco_finetune.LEARNING_RATES); the same
 # factor of about 3 around the synthetic recipe's rate.
 RATES = {"synthetic": (1e-4, 3e-4, 1e-3), "paper": coco_finetune.LEARNING_RATES}
-STANDARD = {"synthetic": 3e-4, "paper": 3.2e-8}
+STANDARD = {"synthetic": 3e-4, "paper": coco_finetune.LEARNING_RATE}
 
 
 def rate_name(rate: float) -> str:

@@ -14,7 +14,8 @@ so on a shared workdir only the other rates run.
 from configs import vlm_flickr_finetune, vlm_synthetic_finetune
 from configs.experiments import common, finetune_grid
 
-STANDARD = {"synthetic": vlm_synthetic_finetune.LEARNING_RATE, "paper": 3.2e-7}
+STANDARD = {"synthetic": vlm_synthetic_finetune.LEARNING_RATE,
+            "paper": vlm_flickr_finetune.LEARNING_RATE}
 # The paper's grid at paper size; at synthetic size factors of about 3 from
 # 3e-5 up to the pre-training rate (1e-3), so the winner lies inside the grid.
 RATES = {"synthetic": (3e-5, 1e-4, 3e-4, 1e-3), "paper": vlm_flickr_finetune.LEARNING_RATES}

@@ -195,15 +195,21 @@ def test_bad_sizes_fail_before_writing(tmp_path):
   assert not os.path.exists(tmp_path / "w")
 
 
-def _scenes(source: str, n: int, **knobs):
+def _examples(source: str, n: int, **knobs):
+  """The world and (scene, captions) of a source's first n images, with knobs set."""
   cfg = tiny_config().synthetic
   for key, value in knobs.items():
     cfg[key] = value
   world = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed,
                           zipf_exponent=cfg.zipf_exponent)
   spec = {s.name: s for s in generate_lib._source_specs(cfg, world)}[source]
-  return world, [spec.make(world, i, generate_lib.image_rng(cfg.seed, source, i))[0]
+  return world, [spec.make(world, i, generate_lib.image_rng(cfg.seed, source, i))[:2]
                  for i in range(n)]
+
+
+def _scenes(source: str, n: int, **knobs):
+  world, examples = _examples(source, n, **knobs)
+  return world, [scene for scene, _ in examples]
 
 
 def _novel_share(world, scenes):
@@ -230,17 +236,9 @@ def test_cc3m_misaligned_fraction_names_something_else():
   """At 0 every CC3M-style caption names the image's first concept (as CC3M
   writes it); at 0.5 about half name one drawn from the web's frequencies."""
   def share_naming_first(fraction):
-    cfg = tiny_config().synthetic
-    cfg.cc3m_misaligned_fraction = fraction
-    world = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed,
-                            zipf_exponent=cfg.zipf_exponent)
-    spec = {s.name: s for s in generate_lib._source_specs(cfg, world)}["cc3m"]
-    named = []
-    for i in range(400):
-      scene, captions, *_ = spec.make(world, i, generate_lib.image_rng(cfg.seed, "cc3m", i))
-      name = captions_lib._cc3m_name(world, scene.instances[0].concept)
-      named.append(f" {name} " in f" {captions[0]} ")
-    return np.mean(named)
+    world, examples = _examples("cc3m", 400, cc3m_misaligned_fraction=fraction)
+    return np.mean([f" {captions_lib._cc3m_name(world, scene.instances[0].concept)} "
+                    in f" {captions[0]} " for scene, captions in examples])
   assert share_naming_first(0.0) == 1.0
   assert 0.35 < share_naming_first(0.5) < 0.65
 

@@ -9,10 +9,15 @@ the real datasets do:
   cc3m_style   web text after CC3M's transformations: named entities (brands,
                places, characters, person names) hypernymized, digits -> '#'.
   cc12m_style  raw alt-text: hashtags, brands, places, numbers, `<PERSON>`,
-               boilerplate; longer; about a quarter loosely or not aligned.
+               boilerplate; about a quarter loosely or not aligned;
+               web_context lengthens it with what else alt-text carries.
 """
+import dataclasses
+
 import numpy as np
 
+from cc12m_jax.curation import words as words_lib
+from cc12m_jax.data.synthetic import concepts as concepts_lib
 from cc12m_jax.data.synthetic import world as world_lib
 
 # Hypernyms whose members are "named entities" (CC3M hypernymizes them), and
@@ -157,3 +162,68 @@ def cc12m_style(world: world_lib.World, scene: world_lib.Scene,
     if rng.random() < 0.5:
       text += " " + " ".join(_hashtag(n) for n in names[1:])
   return text, aligned
+
+
+# What a raw alt-text carries besides the name of what the photo shows (the
+# paper's Figure 1: "#jellyfish #blue #ocean #pretty Sea Turtle Wallpaper"):
+# tags about the picture and the poster's mood, titles and site or product
+# words, handles, dates (CC12M keeps digits and time spans), boilerplate.
+_MOOD_TAGS = ("pretty", "love", "beautiful", "cute", "amazing", "vintage",
+              "summer", "travel", "art", "photography", "nature", "instagood")
+_MONTHS = ("january", "february", "march", "april", "may", "june", "july",
+           "august", "september", "october", "november", "december")
+
+
+@dataclasses.dataclass(frozen=True)
+class WebVocabulary:
+  """The web's own long tail of words (titles, sites, products, handles)."""
+  words: tuple[str, ...]
+  probs: np.ndarray  # f64 [len(words)], Zipfian
+
+
+def web_vocabulary(size: int, seed: int,
+                   world: world_lib.World) -> WebVocabulary:
+  """`size` generated words with Zipfian (exponent 1) frequencies, as word
+  frequencies in text are; none is a concept's name, in any inflection the
+  concept matcher accepts."""
+  taken = {c.name for c in world.concepts}
+  concept_stems = {words_lib.stem(t) for name in taken for t in name.split()}
+  rng = np.random.default_rng([seed, 2])
+  words = []
+  while len(words) < size:
+    word = concepts_lib.generated_name(rng, taken)
+    if words_lib.stem(word) not in concept_stems:
+      words.append(word)
+  weights = 1.0 / np.arange(1, size + 1)
+  return WebVocabulary(tuple(words), weights / weights.sum())
+
+
+def web_context(world: world_lib.World, scene: world_lib.Scene,
+                vocab: WebVocabulary, rng: np.random.Generator,
+                mean_words: float) -> str:
+  """Poisson(mean_words) words, rounded up to whole segments, of what else an
+  alt-text says; names no concept, so concept counts per caption (Table 9)
+  are the same with and without it."""
+  target = int(rng.poisson(mean_words))
+  segments, num_words = [], 0
+  while num_words < target:
+    kind = int(rng.integers(5))
+    if kind == 0:    # a title, site or product name
+      count = int(rng.integers(1, 4))
+      segment = " ".join(vocab.words[j] for j in
+                         rng.choice(len(vocab.words), size=count, p=vocab.probs))
+    elif kind == 1:  # a handle
+      segment = "@" + vocab.words[int(rng.choice(len(vocab.words), p=vocab.probs))]
+    elif kind == 2:  # a tag about the picture or the mood
+      first = scene.instances[0]
+      segment = _hashtag(_pick(rng, (
+          world_lib.COLORS[first.color], world_lib.SCENES[scene.scene][0],
+          world.concepts[first.concept].hypernym, _pick(rng, _MOOD_TAGS))))
+    elif kind == 3:  # a date
+      segment = (f"{_pick(rng, _MONTHS)} {int(rng.integers(1, 29))} , "
+                 f"{int(rng.integers(1990, 2021))}")
+    else:
+      segment = _pick(rng, _BOILERPLATE)
+    segments.append(segment)
+    num_words += len(segment.split())
+  return " ".join(segments)

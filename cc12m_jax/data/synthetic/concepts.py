@@ -110,7 +110,8 @@ _CODAS = ("", "n", "r", "s", "l", "m", "x")
 _NUM_IN_DOMAIN = sum(len(v) for v in _COCO_CONCEPTS.values())
 
 
-def _generated_name(rng: np.random.Generator, taken: set[str]) -> str:
+def generated_name(rng: np.random.Generator, taken: set[str]) -> str:
+  """A new pronounceable lowercase word (>= 5 letters), added to `taken`."""
   while True:
     parts = []
     for _ in range(rng.integers(2, 4)):
@@ -157,7 +158,7 @@ def build_inventory(num_concepts: int = 600, seed: int = 0, *,
         continue
       taken.add(name)
     else:
-      name = _generated_name(rng, taken)
+      name = generated_name(rng, taken)
     novel.append((name, hyp))
 
   # Zipfian ranks: COCO concepts take the head (shuffled among themselves),

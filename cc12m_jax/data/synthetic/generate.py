@@ -79,6 +79,8 @@ def _source_specs(cfg: ml_collections.ConfigDict,
   out_pool = world.by_domain[concepts_lib.OUT_DOMAIN]
   period = (max(1, round(1.0 / cfg.cc12m_duplicate_fraction))
             if cfg.cc12m_duplicate_fraction > 0 else 0)
+  web_vocab = (captions_lib.web_vocabulary(cfg.web_vocab_size, cfg.seed, world)
+               if cfg.cc12m_context_words > 0 else None)
 
   def cc3m(w, i, rng, prefix="cc3m"):
     # CC3M's filters (text quality, rare words, image-text overlap) reject
@@ -110,6 +112,14 @@ def _source_specs(cfg: ml_collections.ConfigDict,
       scene, image_id, render_rng = w.sample_scene(rng), f"cc12m_{i:07d}", rng
     text, _ = captions_lib.cc12m_style(
         w, scene, rng, misaligned_fraction=cfg.cc12m_misaligned_fraction)
+    if cfg.cc12m_context_words > 0:
+      # Its own generator, so the alt-text's head and the image's features
+      # are the same bytes with or without the context.
+      context = captions_lib.web_context(
+          w, scene, web_vocab, np.random.default_rng(
+              [cfg.seed, _SOURCE_CODES["cc12m"], i, 1]),
+          cfg.cc12m_context_words)
+      text = f"{text} {context}" if context else text
     return scene, [text], "", image_id, render_rng
 
   def coco(split):
@@ -255,6 +265,12 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
   syn = cfg.synthetic
   records_lib.check_feature_dtype(syn.feature_dtype,
                                   "config.synthetic.feature_dtype")
+  if syn.cc12m_context_words < 0 or (syn.cc12m_context_words > 0
+                                     and syn.web_vocab_size < 1):
+    raise ValueError(
+        "config.synthetic: cc12m_context_words must be >= 0 (got "
+        f"{syn.cc12m_context_words}), and web_vocab_size >= 1 when it is > 0 "
+        f"(got {syn.web_vocab_size})")
   world = world_lib.World(syn.num_concepts, syn.feature_dim, syn.seed,
                           region_noise=syn.region_noise, zipf_exponent=syn.zipf_exponent)
   summary = {"sources": {}, "concepts": len(world.concepts)}

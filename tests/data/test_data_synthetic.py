@@ -243,6 +243,48 @@ def test_cc3m_misaligned_fraction_names_something_else():
   assert 0.35 < share_naming_first(0.5) < 0.65
 
 
+def test_cc12m_context_lengthens_alt_texts_without_naming_concepts():
+  """cc12m_context_words appends what else an alt-text says: the alt-text's
+  head, the image and its features are the same, the words added average about
+  the knob (whole segments round it up) and name no concept."""
+  cfg = tiny_config().synthetic
+  world = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed,
+                          zipf_exponent=cfg.zipf_exponent)
+  matcher = concepts.ConceptMatcher(concepts.Concept(c.name) for c in world.concepts)
+  vocab = captions_lib.web_vocabulary(cfg.web_vocab_size, cfg.seed, world)
+  assert not {c.name for c in world.concepts} & set(vocab.words)
+  assert not any(matcher.mentions(word + "s") for word in vocab.words)
+
+  def made(context_words):
+    cfg.cc12m_context_words = context_words
+    spec = {s.name: s for s in generate_lib._source_specs(cfg, world)}["cc12m"]
+    examples = []
+    for i in range(300):
+      scene, captions, _, _, rng = spec.make(
+          world, i, generate_lib.image_rng(cfg.seed, "cc12m", i))
+      examples.append((scene, captions[0], world.render(scene, rng).global_feature))
+    return examples
+
+  added = []
+  for (scene, head, feature), (scene6, text, feature6) in zip(made(0.0), made(6.0)):
+    assert scene == scene6 and text.startswith(head)
+    np.testing.assert_array_equal(feature, feature6)
+    assert matcher.mentions(text) == matcher.mentions(head), text
+    added.append(len(text.split()) - len(head.split()))
+  assert 6.0 < np.mean(added) < 8.5 and min(added) < 3 and max(added) > 12  # Poisson
+
+
+def test_bad_context_knobs_fail_before_writing(tmp_path):
+  cfg = tiny_config()
+  cfg.synthetic.cc12m_context_words = -1.0
+  with pytest.raises(ValueError, match="cc12m_context_words"):
+    generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
+  cfg.synthetic.cc12m_context_words, cfg.synthetic.web_vocab_size = 2.0, 0
+  with pytest.raises(ValueError, match="web_vocab_size"):
+    generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
+  assert not os.path.exists(tmp_path / "w")
+
+
 @pytest.mark.parametrize("split", ["flickr_val", "flickr_test"])
 def test_gallery_size_changes_only_its_split_and_later(tiny_world, tmp_path, split):
   """num_flickr_val / num_flickr_test grow a retrieval gallery (Flickr30K's are

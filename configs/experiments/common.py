@@ -18,6 +18,7 @@ configs/vlm_*.py.
 import ml_collections
 
 from configs import base
+from configs import synthetic_pretrain
 
 ConfigDict = ml_collections.ConfigDict
 SIZES = ("synthetic", "paper")
@@ -122,7 +123,8 @@ def ic_train(size: str, source: str = "coco_train") -> ConfigDict:
     return stage("configs/synthetic_pretrain.py", "pretrain",
                  data={"train_sources": source, "train_weights": "1.0", "train_fractions": "1.0",
                        "exclude_ids_of": ""},
-                 train={"checkpoint_every_steps": 100, "keep_checkpoints": 8})
+                 train={"checkpoint_every_steps": 100,
+                        "keep_checkpoints": synthetic_pretrain.NUM_TRAIN_STEPS // 100})
   return stage("configs/coco_finetune.py:3.2e-4,10000", "pretrain",
                data={"train_sources": source}, train={"keep_checkpoints": 10})
 

@@ -93,7 +93,7 @@ def _source_specs(cfg: ml_collections.ConfigDict,
     described = scene
     # A poor-fit pair that CC3M's filters still pass (its raters found about
     # a tenth of CC3M poor fits): the caption names something else. No draw
-    # at 0, so the default world's bytes do not depend on this knob.
+    # at 0, so at 0 the world is byte for byte the one before this knob.
     if (cfg.cc3m_misaligned_fraction > 0
         and rng.random() < cfg.cc3m_misaligned_fraction):
       described = captions_lib.misnamed(w, scene, rng)

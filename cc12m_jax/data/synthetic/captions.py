@@ -180,6 +180,11 @@ class WebVocabulary:
   words: tuple[str, ...]
   probs: np.ndarray  # f64 [len(words)], Zipfian
 
+  def draw(self, rng: np.random.Generator, count: int) -> list[str]:
+    """`count` words drawn by their frequencies."""
+    return [self.words[j] for j in
+            rng.choice(len(self.words), size=count, p=self.probs)]
+
 
 def web_vocabulary(size: int, seed: int,
                    world: world_lib.World) -> WebVocabulary:
@@ -209,11 +214,9 @@ def web_context(world: world_lib.World, scene: world_lib.Scene,
   while num_words < target:
     kind = int(rng.integers(5))
     if kind == 0:    # a title, site or product name
-      count = int(rng.integers(1, 4))
-      segment = " ".join(vocab.words[j] for j in
-                         rng.choice(len(vocab.words), size=count, p=vocab.probs))
+      segment = " ".join(vocab.draw(rng, int(rng.integers(1, 4))))
     elif kind == 1:  # a handle
-      segment = "@" + vocab.words[int(rng.choice(len(vocab.words), p=vocab.probs))]
+      segment = "@" + vocab.draw(rng, 1)[0]
     elif kind == 2:  # a tag about the picture or the mood
       first = scene.instances[0]
       segment = _hashtag(_pick(rng, (

@@ -3,14 +3,17 @@
 Runs the suite (`python -m cc12m_jax.experiments`, unfinished stages only) in
 `--workdir`, then reads every stage's marker (`stage.json`: seconds from
 start to finish of its `cc12m_jax.main` subprocess) and prints each stage's
-time (mean over seeds), the suite's time per seed, and, last, the headline.
+time (mean over seeds), the suite's time per seed, the elapsed time from the
+first stage's start to the last stage's end (less than the sum when the
+runner ran stages side by side, `--parallel`, and meaningful when one runner
+invocation ran them all), and, last, the headline.
 
 A stage that several suites share (e.g. CC12M pre-training) counts in each
 suite that needs it: the figure is what the suite costs run on its own. Stages
 finished earlier in the workdir are read, not re-run (`--norun` reads only).
 
   python benchmarks/suite_wall_time.py --suite=configs/experiments/table3.py \
-      --workdir=W --data_dir=data/synthetic [--seeds=3] [--norun]
+      --workdir=W --data_dir=data/synthetic [--seeds=3] [--parallel=2] [--norun]
 
 Last line: `<suite>_wall_time_per_seed: <value> min`.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import datetime
 import pathlib
 import statistics
 import subprocess
@@ -34,12 +38,14 @@ def main() -> None:
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--data_dir", default="")
   parser.add_argument("--seeds", type=int, default=1)
+  parser.add_argument("--parallel", type=int, default=1, help="the runner's --parallel")
   parser.add_argument("--norun", action="store_true", help="only read finished stages")
   args = parser.parse_args()
 
   if not args.norun:
     command = [sys.executable, "-m", "cc12m_jax.experiments", f"--suite={args.suite}",
-               f"--workdir={args.workdir}", f"--seeds={args.seeds}"]
+               f"--workdir={args.workdir}", f"--seeds={args.seeds}",
+               f"--parallel={args.parallel}"]
     if args.data_dir:
       command.append(f"--suite.data_dir={args.data_dir}")
     subprocess.run(command, check=True)
@@ -52,6 +58,7 @@ def main() -> None:
   configs = validation.check(suite, args.workdir, check_data=False)
   seconds: dict[str, list[float]] = collections.defaultdict(list)
   per_seed: dict[int, float] = collections.defaultdict(float)
+  spans = []  # (start, end) of each stage, seconds since the epoch
   missing = []
   for run in runner.plan(suite, args.workdir, seeds, configs):
     marker = runner.read_marker(run)
@@ -60,6 +67,8 @@ def main() -> None:
       continue
     seconds[run.stage.key].append(float(marker["seconds"]))
     per_seed[run.seed] += float(marker["seconds"])
+    end = datetime.datetime.fromisoformat(marker["finished"]).timestamp()
+    spans.append((end - float(marker["seconds"]), end))
   if missing:
     raise SystemExit(f"{len(missing)} stage(s) unfinished, e.g. {missing[:3]}; run without "
                      "--norun")
@@ -69,6 +78,8 @@ def main() -> None:
   totals = [per_seed[s] / 60 for s in seeds]
   spread = f" (seeds: {', '.join(f'{t:.1f}' for t in totals)})" if len(totals) > 1 else ""
   print(f"{len(seconds)} stages per seed{spread}")
+  elapsed = (max(e for _, e in spans) - min(b for b, _ in spans)) / 60
+  print(f"elapsed, first stage start to last stage end, all seeds: {elapsed:.1f} min")
   print(f"{suite.name}_wall_time_per_seed: {statistics.fmean(totals):.1f} min")
 
 

@@ -41,6 +41,10 @@ DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print every stage's command; run 
 COLLECT_ONLY = flags.DEFINE_bool("collect_only", False, "Run nothing; collect the results.")
 LAUNCHER = flags.DEFINE_string("launcher", "", "Command prefix of every stage (shell words).")
 PYTHON = flags.DEFINE_string("python", sys.executable, "Interpreter of the stage commands.")
+PARALLEL = flags.DEFINE_integer(
+    "parallel", 1, "Stages run at once, each as soon as its inputs are done: independent "
+    "conditions and seeds side by side. More than 1 suits a many-core CPU host; on an "
+    "accelerator each stage wants the whole device.", lower_bound=1)
 CHECK_DATA = flags.DEFINE_bool("check_data", True, "Check that the data has every source.")
 flags.mark_flags_as_required(["suite", "workdir"])
 
@@ -69,7 +73,7 @@ def main(argv: list[str]) -> None:
     runs = runner.plan(suite, WORKDIR.value, seeds, configs)
     if not COLLECT_ONLY.value:
       runner.execute(runs, launcher=shlex.split(LAUNCHER.value), python=PYTHON.value,
-                     dry_run=DRY_RUN.value)
+                     dry_run=DRY_RUN.value, parallel=PARALLEL.value)
   except suite_lib.SuiteError as e:
     sys.stderr.write(f"FATAL suite error: {e}\n")
     sys.exit(1)

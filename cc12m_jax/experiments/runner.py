@@ -217,9 +217,19 @@ def _outputs(run: StageRun) -> dict[str, Any]:
   return out
 
 
-def run_stage(run: StageRun, launcher: Sequence[str] = (),
-              python: str = sys.executable) -> dict[str, Any]:
-  """Runs one stage to completion and writes its marker; StageFailed otherwise."""
+@dataclasses.dataclass
+class _Started:
+  """A stage whose command is running."""
+  run: StageRun
+  process: subprocess.Popen
+  log_file: str
+  inputs: dict[str, str]
+  data: dict[str, str]
+  argv: list[str]
+  started: float
+
+
+def _start(run: StageRun, launcher: Sequence[str], python: str) -> _Started:
   inputs = input_ids(run)
   # Fingerprinted before the command runs: what it read, not what is there after.
   data = {name: data_fingerprint(path) for name, path in run.data}
@@ -229,33 +239,28 @@ def run_stage(run: StageRun, launcher: Sequence[str] = (),
   argv = command_line(run, launcher, python)
   log_file = log_path(run)
   os.makedirs(os.path.dirname(log_file), exist_ok=True)
-  started = time.time()
   with open(log_file, "a") as log:
     log.write(f"=== {datetime.datetime.now().isoformat(timespec='seconds')} "
               f"{shlex.join(argv)}\n")
     log.flush()
+    # The child holds its own descriptor; ours closes here.
     process = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    terminated = []
+  return _Started(run, process, log_file, inputs, data, argv, time.time())
 
-    def forward(signum, frame):  # pylint: disable=unused-argument
-      terminated.append(signum)
-      process.send_signal(signum)
 
-    previous = signal.signal(signal.SIGTERM, forward)
-    try:
-      returncode = process.wait()
-    finally:
-      signal.signal(signal.SIGTERM, previous)
+def _finish(started: _Started, terminated: bool) -> dict[str, Any]:
+  """The finished stage's marker, written; StageFailed when it did not finish."""
+  run, returncode = started.run, started.process.returncode
   if returncode != 0 or terminated:
     why = "was terminated" if terminated else f"exited with {returncode}"
-    raise StageFailed(f"stage {run.name} {why}; log {log_file}, last lines:\n"
-                      + _tail(log_file))
+    raise StageFailed(f"stage {run.name} {why}; log {started.log_file}, last lines:\n"
+                      + _tail(started.log_file))
   marker: dict[str, Any] = {
       "stage": run.stage.key, "seed": run.seed, "run_id": uuid.uuid4().hex,
-      "inputs": inputs, "data": data, "args": list(run.args),
-      "command": argv, "log": log_file,
+      "inputs": started.inputs, "data": started.data, "args": list(run.args),
+      "command": started.argv, "log": started.log_file,
       "finished": datetime.datetime.now().isoformat(timespec="seconds"),
-      "seconds": round(time.time() - started, 1)}
+      "seconds": round(time.time() - started.started, 1)}
   if run.stage.is_training:
     step = latest_step(run.directory)
     if step != run.final_step:
@@ -268,14 +273,58 @@ def run_stage(run: StageRun, launcher: Sequence[str] = (),
   return marker
 
 
+class _ForwardSigterm:
+  """While active, SIGTERM to the runner goes to every running stage (the
+  trainer then checkpoints and exits) instead of killing the runner."""
+
+  def __init__(self):
+    self.running: list[subprocess.Popen] = []
+    self.received = False
+
+  def _forward(self, signum, frame):  # pylint: disable=unused-argument
+    self.received = True
+    for process in self.running:
+      if process.poll() is None:
+        process.send_signal(signum)
+
+  def __enter__(self):
+    self._previous = signal.signal(signal.SIGTERM, self._forward)
+    return self
+
+  def __exit__(self, *exc):
+    signal.signal(signal.SIGTERM, self._previous)
+
+
+def run_stage(run: StageRun, launcher: Sequence[str] = (),
+              python: str = sys.executable) -> dict[str, Any]:
+  """Runs one stage to completion and writes its marker; StageFailed otherwise."""
+  with _ForwardSigterm() as sigterm:
+    started = _start(run, launcher, python)
+    sigterm.running.append(started.process)
+    started.process.wait()
+  return _finish(started, sigterm.received)
+
+
 def execute(runs: Sequence[StageRun], *, launcher: Sequence[str] = (),
-            python: str = sys.executable, dry_run: bool = False,
+            python: str = sys.executable, dry_run: bool = False, parallel: int = 1,
             echo: Callable[[str], None] = print) -> None:
-  """Runs every unfinished stage in order (or, with dry_run, prints its command)."""
+  """Runs every unfinished stage (or, with dry_run, prints its command).
+
+  With parallel=1, one at a time in plan order. With parallel=N, up to N
+  stages at once, each as soon as the stages it depends on have finished:
+  independent chains (conditions, seeds) run side by side, which uses a
+  many-core CPU host better than one stage at a time; on an accelerator each
+  stage wants the whole device, so keep 1 there. When a stage fails no new
+  stage starts, the running ones finish (their work is kept), and then the
+  first failure is raised.
+  """
+  if parallel < 1:
+    raise ValueError(f"parallel must be >= 1, got {parallel}")
   if dry_run:
     echo(f"# {len(runs)} stages; run from {os.getcwd()}, each after the stages it names")
   # Stages and seeds share their sources: each is fingerprinted once per call.
   fingerprint = functools.lru_cache(maxsize=None)(data_fingerprint)
+  pending = []
   for run in runs:
     marker = read_marker(run)
     finished = marker is not None
@@ -285,11 +334,59 @@ def execute(runs: Sequence[StageRun], *, launcher: Sequence[str] = (),
       after = ", ".join(run.stage.dependencies) or "nothing"
       echo(f"# {run.name}{' [finished]' if finished else ''}; after: {after}")
       echo(shlex.join(command_line(run, launcher, python)))
-      continue
-    if finished:
+    elif finished:
       echo(f"[skip] {run.name}: finished ({run.directory}/{MARKER})")
-      continue
-    resuming = run.stage.is_training and latest_step(run.directory) is not None
-    echo(f"[run]  {run.name}{' (resuming)' if resuming else ''}: log {log_path(run)}")
-    marker = run_stage(run, launcher, python)
-    echo(f"[done] {run.name} in {marker['seconds']} s")
+    else:
+      pending.append(run)
+  if not dry_run:
+    _run_pending(pending, launcher, python, parallel, echo)
+
+
+def _run_pending(pending: list[StageRun], launcher: Sequence[str], python: str,
+                 parallel: int, echo: Callable[[str], None]) -> None:
+  unfinished = {run.directory for run in pending}
+  running: list[_Started] = []
+  failures: list[StageFailed] = []
+  with _ForwardSigterm() as sigterm:
+    while pending or running:
+      # Start every stage whose inputs are done, in plan order, while slots are free.
+      for run in list(pending):
+        if failures or sigterm.received or len(running) >= parallel:
+          break
+        if any(directory in unfinished for _, directory in run.inputs):
+          continue
+        pending.remove(run)
+        resuming = run.stage.is_training and latest_step(run.directory) is not None
+        echo(f"[run]  {run.name}{' (resuming)' if resuming else ''}: log {log_path(run)}")
+        started = _start(run, launcher, python)
+        running.append(started)
+        sigterm.running.append(started.process)
+      if not running:
+        break  # after a failure or SIGTERM: what is left waits for the next call
+      for started in _wait_any(running):
+        running.remove(started)
+        sigterm.running.remove(started.process)
+        try:
+          marker = _finish(started, sigterm.received)
+        except StageFailed as e:
+          failures.append(e)
+          continue
+        unfinished.discard(started.run.directory)
+        echo(f"[done] {started.run.name} in {marker['seconds']} s")
+  if failures:
+    if len(failures) > 1:
+      echo(f"{len(failures)} stages failed; the first is raised, the others: "
+           + "; ".join(str(f).split(";", 1)[0] for f in failures[1:]))
+    raise failures[0]
+
+
+def _wait_any(running: list[_Started]) -> list[_Started]:
+  """The stages among `running` that have exited (at least one)."""
+  if len(running) == 1:
+    running[0].process.wait()
+    return running
+  while True:
+    done = [s for s in running if s.process.poll() is not None]
+    if done:
+      return done
+    time.sleep(0.2)

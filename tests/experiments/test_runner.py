@@ -30,8 +30,8 @@ def _load(spec: str, **fields) -> suite_lib.Suite:
   return suite_lib.from_config(config)
 
 
-def _stage_pids() -> list[int]:
-  """Child processes of this one that run cc12m_jax.main."""
+def _stage_pids(stage_dir: str) -> list[int]:
+  """Child processes of this one that run cc12m_jax.main in `stage_dir`."""
   pids = []
   for name in os.listdir("/proc"):
     if not name.isdigit():
@@ -43,7 +43,7 @@ def _stage_pids() -> list[int]:
         cmdline = f.read()
     except OSError:
       continue
-    if ppid == os.getpid() and b"cc12m_jax.main" in cmdline:
+    if ppid == os.getpid() and b"cc12m_jax.main" in cmdline and stage_dir.encode() in cmdline:
       pids.append(int(name))
   return pids
 
@@ -56,7 +56,7 @@ def _kill_after_first_checkpoint(stage_dir: str, killed: list, timeout: float = 
              if os.path.isdir(os.path.join(stage_dir, d)) else set()
              for d in ("checkpoints", "input_state")]
     if steps[0] & steps[1]:
-      for pid in _stage_pids():
+      for pid in _stage_pids(stage_dir):
         os.kill(pid, signal.SIGKILL)
         killed.append(min(int(s) for s in steps[0] & steps[1]))
       return
@@ -124,6 +124,54 @@ def test_finished_stages_are_skipped_and_a_killed_stage_resumes(tiny_world, tmp_
   cell = results["rows"][0]["cells"]["overall"]
   assert cell["seeds"]["0"] == pytest.approx(100 * report["scores"]["overall"]["CIDEr"])
   assert "| A zero-shot |" in done.stdout
+
+
+def _started_at(run: runner.StageRun) -> list[str]:
+  """The start time of each attempt of the stage, from its log's headers."""
+  with open(os.path.join(run.directory, runner.LOG)) as f:
+    return re.findall(r"^=== (\S+) ", f.read(), flags=re.M)
+
+
+def test_parallel_runs_independent_chains_side_by_side_and_stops_cleanly_on_a_failure(
+    tiny_world, tmp_path, monkeypatch):
+  monkeypatch.chdir(REPO_ROOT)
+  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+  suite = _load("tests/experiments/tiny_suite.py:a,b", data_dir=tiny_world)
+  workdir = str(tmp_path / "work")
+  runs = runner.plan(suite, workdir, [0], validation.check(suite, workdir))
+  by_name = {run.name: run for run in runs}
+  a_pretrain, b_pretrain = by_name["a/ic_pretrain (seed 0)"], by_name["b/ic_pretrain (seed 0)"]
+  done = lambda run: os.path.exists(os.path.join(run.directory, runner.MARKER))  # noqa: E731
+
+  # 1. Both pre-trainings start at once; a's is killed after its first
+  # checkpoint. b's, already running, finishes and is kept; nothing new starts.
+  killed = []
+  watcher = threading.Thread(target=_kill_after_first_checkpoint,
+                             args=(a_pretrain.directory, killed))
+  watcher.start()
+  lines = []
+  with pytest.raises(runner.StageFailed, match=r"a/ic_pretrain \(seed 0\) exited with -9"):
+    runner.execute(runs, parallel=2, echo=lines.append)
+  watcher.join()
+  assert killed
+  assert [l.split(":")[0] for l in lines[:2]] == ["[run]  a/ic_pretrain (seed 0)",
+                                                  "[run]  b/ic_pretrain (seed 0)"]
+  assert done(b_pretrain) and not done(a_pretrain)
+  assert not any(os.path.exists(r.directory) for r in runs if r.stage.key.endswith("zero_shot"))
+
+  # 2. Again: a's pre-training resumes beside b's zero-shot scoring; each
+  # zero-shot stage starts only after its own pre-training has finished.
+  lines = []
+  runner.execute(runs, parallel=2, echo=lines.append)
+  assert lines[0].startswith("[skip] b/ic_pretrain (seed 0)")
+  assert lines[1].startswith("[run]  a/ic_pretrain (seed 0) (resuming)")
+  assert lines[2].startswith("[run]  b/ic_zero_shot (seed 0)")  # while a's pre-trains
+  assert all(done(run) for run in runs)
+  for name in "ab":
+    pretrain, zero_shot = by_name[f"{name}/ic_pretrain (seed 0)"], by_name[f"{name}/ic_zero_shot (seed 0)"]
+    with open(os.path.join(pretrain.directory, runner.MARKER)) as f:
+      finished = json.load(f)["finished"]
+    assert _started_at(zero_shot)[-1] >= finished
 
 
 def test_a_finished_stage_whose_command_changed_is_refused(tmp_path):

@@ -1,5 +1,9 @@
-"""A one-condition suite on the tiny test world: pre-train a tiny captioner,
-then score it zero-shot on nocaps_val (`--suite.data_dir=<tiny world>`)."""
+"""A suite on the tiny test world: each condition pre-trains a tiny captioner,
+then scores it zero-shot on nocaps_val (`--suite.data_dir=<tiny world>`).
+`tiny_suite.py` has one condition, `a`; `tiny_suite.py:a,b` two independent
+ones with the same stages."""
+import copy
+
 from configs.experiments import common
 
 TINY = {
@@ -14,11 +18,11 @@ TINY = {
 STEPS = 20
 
 
-def get_config():
+def get_config(conditions: str = "a"):
   c = common.suite("tiny", "Tiny suite", "synthetic", report_source="nocaps_val",
                    selection_source="coco_val", selection_metric="overall/CIDEr")
   c.paper_table = ""
-  c.conditions.a = {
+  chain = {
       "ic_pretrain": common.stage(
           "configs/synthetic_pretrain.py", "pretrain", **TINY,
           train={"num_train_steps": STEPS, "checkpoint_every_steps": 2, "keep_checkpoints": 2,
@@ -27,6 +31,9 @@ def get_config():
           "configs/synthetic_pretrain.py", "evaluate", checkpoint_dir="ic_pretrain",
           sources="{report_source}", **TINY, eval={"metrics": "CIDEr"}),
   }
-  c.rows = [common.row("a_zs", "A zero-shot", "a", "ic_zero_shot")]
+  for name in conditions.split(","):
+    c.conditions[name] = copy.deepcopy(chain)
+  c.rows = [common.row(f"{name}_zs", f"{name.upper()} zero-shot", name, "ic_zero_shot")
+            for name in conditions.split(",")]
   c.columns = [common.column("overall", "overall", "{report_source}", "overall/CIDEr", 100.0)]
   return c

@@ -197,18 +197,23 @@ def eval_config() -> ml_collections.ConfigDict:
 def synthetic_config() -> ml_collections.ConfigDict:
   c = ml_collections.ConfigDict()
   c.seed = 0
-  # Few concepts with realistic counts (docs/synthetic_world.md): at 8,000
-  # CC12M-style captions, 150 concepts leave each out-of-domain one enough
-  # mentions to learn its name.
+  # Few concepts with realistic counts (docs/synthetic_world.md): 150
+  # concepts leave each out-of-domain one enough mentions in CC12M-style data
+  # to learn its name.
   c.num_concepts = 150
   c.feature_dim = 512
   # Storage dtype of global / region features (metadata.json records it):
   # float16 halves the bytes the input pipeline reads, checksums and copies
   # (docs/record_format.md); 'float32' keeps them exact.
   c.feature_dtype = "float16"
-  c.num_cc3m = 2_000
+  # The web sources' sizes relative to COCO's 5 x num_coco_train captions are
+  # the real datasets' (Table 9: COCO 0.59M, CC3M 3.32M, CC12M 12.4M
+  # captions), so a tail concept's absolute count in each source, not only
+  # its rate per caption, has the paper's proportions: COCO names a median
+  # out-of-domain class 0.08x as often as CC3M (docs/synthetic_world.md).
+  c.num_cc3m = 56_000
   c.num_cc3m_dev = 250       # CC3M-style dev split (Table 7)
-  c.num_cc12m = 8_000
+  c.num_cc12m = 209_000
   c.num_coco_train = 2_000
   c.num_coco_val = 250
   c.num_nocaps_val = 300

@@ -239,10 +239,13 @@ def png(report: Mapping) -> bytes:
   measure = MEASURES[report.get("measure", NAMING)]
   fig = Figure(figsize=(6, 4))
   ax = fig.subplots()
-  x = np.arange(len(report["buckets"]))
+  # Buckets no evaluation pair falls in have no recall to draw.
+  shown = [b for b in range(len(report["buckets"]))
+           if any(rows[b]["pairs"] for rows in report["by_bucket"].values())]
+  x = np.arange(len(shown))
   for name, rows in report["by_bucket"].items():
-    ax.plot(x, [100 * r["recall"] for r in rows], marker="o", label=name)
-  ax.set_xticks(x, report["buckets"])
+    ax.plot(x, [100 * rows[b]["recall"] for b in shown], marker="o", label=name)
+  ax.set_xticks(x, [report["buckets"][b] for b in shown], rotation=30, ha="right")
   ax.set_xlabel(f"concept instances in {report['bucket_source']}")
   ax.set_ylabel(f"{measure['title'].lower()} (%)")
   ax.set_title(measure["question"])

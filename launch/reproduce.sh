@@ -19,9 +19,9 @@
 #           at synthetic size the world is generated there first if it is missing
 #   WORK    workdir of stages and results (default workdirs/experiments/<size>)
 #   SEEDS   seeds per condition (default 3 at synthetic size, 1 at paper size)
-#   PARALLEL stages run at once (default 2 at synthetic size on CPU, where two
-#           independent chains side by side use the cores better; 1 at paper size,
-#           where each stage takes the whole accelerator)
+#   PARALLEL stages run at once (default 1): more for a host with more cores than
+#           one stage keeps busy (docs/experiments.md); on an accelerator each stage
+#           takes the whole device
 #   PYTHON  interpreter (default python3)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,10 +46,10 @@ fi
 
 PY=${PYTHON:-python3}
 if [[ "$SIZE" == synthetic ]]; then
-  DATA=${DATA:-data/synthetic}; SEEDS=${SEEDS:-3}; PARALLEL=${PARALLEL:-2}
+  DATA=${DATA:-data/synthetic}; SEEDS=${SEEDS:-3}
   export JAX_PLATFORMS=${JAX_PLATFORMS:-cpu}
 else
-  DATA=${DATA:-data/features}; SEEDS=${SEEDS:-1}; PARALLEL=${PARALLEL:-1}
+  DATA=${DATA:-data/features}; SEEDS=${SEEDS:-1}
 fi
 WORK=${WORK:-workdirs/experiments/$SIZE}
 export TF_CPP_MIN_LOG_LEVEL=${TF_CPP_MIN_LOG_LEVEL:-2}
@@ -71,6 +71,6 @@ for suite in "${RUN[@]}"; do
   fi
   echo "=== $suite ($SIZE size, $SEEDS seed(s)) in $WORK"
   "$PY" -m cc12m_jax.experiments --suite="configs/experiments/$suite.py:$SIZE" \
-    --suite.data_dir="$DATA" --workdir="$WORK" --seeds="$SEEDS" --parallel="$PARALLEL" \
+    --suite.data_dir="$DATA" --workdir="$WORK" --seeds="$SEEDS" --parallel="${PARALLEL:-1}" \
     --python="$PY" "$@"
 done

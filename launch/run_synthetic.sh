@@ -10,9 +10,9 @@
 #      paper's orderings hold (paired bootstrap intervals), and the per-concept
 #      long-tail report (naming recall by concept frequency, with a PNG).
 # Every stage goes through the same entry point as real data (cc12m_jax.main).
-# Two stages run at once (PARALLEL, default 2): the three conditions are
-# independent chains, and two of them side by side use 2 CPU cores better than
-# one. Extra arguments go to the runner (e.g. --seeds=3, --dry_run). A re-run skips
+# PARALLEL=N runs up to N stages at once (default 1): the three conditions are
+# independent chains, which a host with more cores than one stage keeps busy
+# can run side by side. Extra arguments go to the runner (e.g. --seeds=3, --dry_run). A re-run skips
 # finished stages and resumes an interrupted one from its checkpoint.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +28,6 @@ echo "=== [1/2] Generating the synthetic world into $DATA"
 
 echo "=== [2/2] CC3M-style against CC12M-style pre-training, each fine-tuned ($WORK)"
 "$PY" -m cc12m_jax.experiments --suite=configs/experiments/headline.py --workdir="$WORK" \
-  --suite.data_dir="$DATA" --parallel="${PARALLEL:-2}" "$@"
+  --suite.data_dir="$DATA" --parallel="${PARALLEL:-1}" "$@"
 echo "Done. Table: $WORK/headline/results.md; long tail: $WORK/headline/long_tail/;" \
   "stage logs and TensorBoard: $WORK/runs/"

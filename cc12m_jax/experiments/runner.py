@@ -17,9 +17,9 @@ the stage read, `data_fingerprint`), is an error naming what to delete.
 
 Each stage's output goes to `<stage dir>/stage.log` (appended, one header
 per attempt; with a remote workdir such as gs://..., to the same path under
-a local log directory). SIGTERM to the runner is passed on to the running
-stage (the trainer then writes a checkpoint and exits); that stage stays
-unfinished.
+a local log directory). SIGTERM to the runner is passed on to every running
+stage (the trainer then writes a checkpoint and exits); those stages stay
+unfinished. `--parallel=N` runs up to N stages at once (`execute`).
 
 A launcher prefixes every stage's command: its words come first, or, when
 one of its words holds `{command}`, the shell-quoted command is put there
@@ -293,16 +293,6 @@ class _ForwardSigterm:
 
   def __exit__(self, *exc):
     signal.signal(signal.SIGTERM, self._previous)
-
-
-def run_stage(run: StageRun, launcher: Sequence[str] = (),
-              python: str = sys.executable) -> dict[str, Any]:
-  """Runs one stage to completion and writes its marker; StageFailed otherwise."""
-  with _ForwardSigterm() as sigterm:
-    started = _start(run, launcher, python)
-    sigterm.running.append(started.process)
-    started.process.wait()
-  return _finish(started, sigterm.received)
 
 
 def execute(runs: Sequence[StageRun], *, launcher: Sequence[str] = (),

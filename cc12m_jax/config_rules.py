@@ -165,6 +165,11 @@ def _eval(config: ml_collections.ConfigDict) -> None:
   if e.select_checkpoint:
     _require(bool(e.selection_metric), "eval.select_checkpoint",
              "needs config.eval.selection_metric to choose by.")
+  _require(e.selection_max_step >= 0, "eval.selection_max_step", "must be >= 0 (0: no cap).")
+  _require(not e.selection_max_step or (e.select_checkpoint and e.checkpoint_step == -1),
+           "eval.selection_max_step",
+           f"={e.selection_max_step} caps the steps a selection chooses among; it needs "
+           "eval.select_checkpoint=True and eval.checkpoint_step=-1.")
   # The metric is used by an evaluation that selects a checkpoint, or by a
   # trainer that evaluates (its best/ tracker); a plain evaluation ignores it,
   # so a fine-tuning config can be evaluated on any one of its sources.

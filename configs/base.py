@@ -191,6 +191,10 @@ def eval_config() -> ml_collections.ConfigDict:
   c.checkpoint_dir = ""
   c.checkpoint_step = -1
   c.select_checkpoint = False
+  # With select_checkpoint: choose among the kept steps <= this one (0: all).
+  # A fine-tuning's schedule does not depend on its length, so one long run
+  # capped here is the shorter budget's run (the step-budget grid).
+  c.selection_max_step = 0
   return c
 
 

@@ -92,6 +92,14 @@ def test_selection_metric_names_a_source_and_a_metric_the_evaluator_reports():
   config_rules.validate(config, num_devices=8)
   config.eval.select_checkpoint = True
   assert "reports no metric 'coco_val/overall/CIDEr'" in _error(config)
+  # A step budget caps a selection; without one it would be ignored.
+  config.data.eval_sources = "coco_val,nocaps_val"
+  config.eval.selection_max_step = 300
+  config_rules.validate(config, num_devices=8)
+  config.eval.select_checkpoint = False
+  assert "config.eval.selection_max_step: =300 caps the steps a selection" in _error(config)
+  config.eval.select_checkpoint, config.eval.selection_max_step = True, -1
+  assert "config.eval.selection_max_step: must be >= 0" in _error(config)
 
 
 def test_retrieval_selection_and_predict_mode():

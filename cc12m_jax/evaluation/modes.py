@@ -7,7 +7,8 @@
             or with config.eval.select_checkpoint every kept checkpoint is
             scored on the source that config.eval.selection_metric names and
             the best one is reported (history in <workdir>/selection/best.json;
-            ties go to the earlier step).
+            ties go to the earlier step); config.eval.selection_max_step > 0
+            leaves out the steps after it.
   predict   decode only and write predictions.json (captioning evaluators;
             no references needed).
 """
@@ -53,6 +54,12 @@ def choose_step(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup
       raise ValueError(f"config.eval.checkpoint_step={config.eval.checkpoint_step} not in "
                        f"{directory!r} (has {steps})")
     return int(config.eval.checkpoint_step)
+  if config.eval.select_checkpoint and config.eval.selection_max_step:
+    cap = config.eval.selection_max_step
+    if not any(step <= cap for step in steps):
+      raise ValueError(f"config.eval.selection_max_step={cap}: {directory!r} has no kept step "
+                       f"at or before it (has {steps}).")
+    steps = [step for step in steps if step <= cap]
   if not config.eval.select_checkpoint or len(steps) == 1:
     return steps[-1]
   source, metric = selection_source(config)

@@ -18,6 +18,7 @@ configs/vlm_*.py.
 import ml_collections
 
 from configs import base
+from configs import synthetic_finetune
 from configs import synthetic_pretrain
 
 ConfigDict = ml_collections.ConfigDict
@@ -141,8 +142,13 @@ def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}
 
 def ic_finetune(size: str, of: str = "ic_pretrain", source: str = "coco_train",
                 steps: int = 0, checkpoint_every: int = 0) -> ConfigDict:
-  """COCO-style fine-tuning that keeps every checkpoint for step selection."""
-  steps = steps or (300 if size == "synthetic" else 5_000)
+  """COCO-style fine-tuning that keeps every checkpoint for step selection.
+
+  The budget is the longest of the finetune_grid suite's (docs/results.md):
+  the step is chosen on coco_val among every kept one, so a longer budget
+  only adds candidates. The paper's own 5K steps at paper size.
+  """
+  steps = steps or (synthetic_finetune.NUM_TRAIN_STEPS if size == "synthetic" else 5_000)
   every = checkpoint_every or (50 if size == "synthetic" else 1_000)
   train = {"num_train_steps": steps, "checkpoint_every_steps": every,
            "keep_checkpoints": steps // every}
@@ -151,13 +157,16 @@ def ic_finetune(size: str, of: str = "ic_pretrain", source: str = "coco_train",
 
 
 def ic_evaluate(size: str, of: str = "ic_finetune", sources: str = "{report_source}",
-                select: bool = True, checkpoint_step: int = -1) -> ConfigDict:
+                select: bool = True, checkpoint_step: int = -1,
+                max_step: int = 0) -> ConfigDict:
+  """Evaluation of `of`; with `select`, its step chosen among those up to `max_step` (0: all)."""
+  cap = {"selection_max_step": max_step} if max_step else {}
   if size == "synthetic":
     return stage("configs/synthetic_finetune.py", "evaluate", checkpoint_dir=of, sources=sources,
                  select=select, checkpoint_step=checkpoint_step,
-                 eval={"metrics": SYNTHETIC_METRICS})
+                 eval={"metrics": SYNTHETIC_METRICS, **cap})
   return stage("configs/coco_finetune.py", "evaluate", checkpoint_dir=of, sources=sources,
-               select=select, checkpoint_step=checkpoint_step)
+               select=select, checkpoint_step=checkpoint_step, **({"eval": cap} if cap else {}))
 
 
 # ----------------------------------------------------------------- vlm --

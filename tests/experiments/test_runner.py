@@ -277,6 +277,24 @@ def test_dry_run_prints_stages_after_their_inputs_selecting_on_the_held_out_spli
   assert "--config.train.seed=1" in evaluate and "--config.data.seed=1" in evaluate
 
 
+def test_the_grid_evaluates_one_long_fine_tuning_per_rate_at_every_step_budget():
+  suite = _load("configs/experiments/finetune_grid.py:synthetic")
+  runs = {run.stage.key: run.args for run in
+          runner.plan(suite, "/tmp/w", [0], validation.check(suite, "/tmp/w", check_data=False))}
+  finetunings = sorted(key for key in runs if "_finetune" in key)
+  assert finetunings == ["cc12m/ic_finetune", "cc12m/ic_finetune_lr1e-03",
+                         "cc12m/ic_finetune_lr1e-04"]
+  assert all("--config.train.num_train_steps=900" in runs[key] for key in finetunings)
+  capped = runs["cc12m/ic_evaluate_lr1e-03_b300"]
+  assert "--config.eval.selection_max_step=300" in capped
+  assert "--config.eval.checkpoint_dir=/tmp/w/runs/cc12m/seed_0/ic_finetune_lr1e-03" in capped
+  # The longest budget is the recipe's own evaluation: no cap, Table 3's command.
+  assert not any("selection_max_step" in arg for arg in runs["cc12m/ic_evaluate"])
+  assert [row.label for row in suite.rows][:3] == [
+      "lr 1e-04, 300 steps", "lr 1e-04, 600 steps", "lr 1e-04, 900 steps"]
+  assert len(suite.rows) == 9
+
+
 def test_only_stages_that_score_read_the_eval_splits_and_references():
   """A pre-training that never evaluates is not re-run (or refused) when the
   held-out splits or their reference file change; its evaluations are."""

@@ -105,3 +105,11 @@ def test_select_checkpoint_reports_the_best_step_on_the_selection_source(trained
   history = json.loads((tmp_path / "selected" / "selection" / "best.json").read_text())
   assert history["best_step"] == best
   assert [h["step"] for h in history["history"]] == [STEPS // 2, STEPS]
+  # A step budget: the selection chooses among the steps up to its cap only.
+  config.eval.selection_max_step = STEPS // 2
+  config_rules.validate(config)
+  assert main.run(config, str(tmp_path / "capped")) == by_step[STEPS // 2]
+  config.eval.selection_max_step = STEPS // 2 - 1
+  with pytest.raises(ValueError, match=f"selection_max_step={STEPS // 2 - 1}: .* has no kept "
+                                       f"step at or before it"):
+    main.run(config, str(tmp_path / "too_low"))

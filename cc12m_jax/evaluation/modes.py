@@ -54,7 +54,7 @@ def choose_step(config: ml_collections.ConfigDict, workdir: str, setup: RunSetup
       raise ValueError(f"config.eval.checkpoint_step={config.eval.checkpoint_step} not in "
                        f"{directory!r} (has {steps})")
     return int(config.eval.checkpoint_step)
-  if config.eval.select_checkpoint and config.eval.selection_max_step:
+  if config.eval.selection_max_step:  # config_rules: only with select_checkpoint
     cap = config.eval.selection_max_step
     if not any(step <= cap for step in steps):
       raise ValueError(f"config.eval.selection_max_step={cap}: {directory!r} has no kept step "

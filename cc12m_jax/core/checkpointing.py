@@ -2,7 +2,8 @@
 
 Layout under the workdir (local disk or gs://):
   checkpoints/<step>/state/...      params, opt_state, step, rng (orbax, async)
-  input_state/<step>/...            TrainIterator.save(): one file per host
+  input_state/<step>/...            TrainIterator.save(): one file per host,
+                                    for the newest INPUT_POSITIONS_KEPT steps
 
 The input position is written (synchronously) *before* the orbax save of the
 same step starts, and a step counts as restorable only when both exist, so a
@@ -14,7 +15,14 @@ damaged step (files missing, truncated or zeroed, in its state or its input
 position) is reported with what is wrong and where, and the step before it is
 tried; once one restores, the damaged newer steps are moved to
 `checkpoints_damaged/`. When checkpoints exist but none restores, the run
-fails (CheckpointError) rather than start again from step 0. A save that
+fails (CheckpointError) rather than start again from step 0.
+
+Only the newest steps keep their input position: tf.data's iterator state
+holds the shuffle buffer (~125 MB per step for the synthetic fine-tuning,
+GBs at paper size), and a run keeping many steps for checkpoint selection
+needs all their parameters but only the newest step to resume (the one
+before it is the fallback when the newest is damaged). Older steps keep
+their state: they can be evaluated or initialise a run, not resume one. A save that
 fails (a full disk) is one CheckpointSaveError naming the directory and the
 OS error.
 """
@@ -35,6 +43,8 @@ from jax.experimental import multihost_utils
 
 STATE_ITEM = "state"
 DAMAGED_DIR = "checkpoints_damaged"
+# The newest step to resume from, and the step to fall back to if it is damaged.
+INPUT_POSITIONS_KEPT = 2
 
 
 class CheckpointError(RuntimeError):
@@ -61,7 +71,8 @@ def resolve_path(path: str) -> epath.Path:
 
 
 class Checkpointer:
-  """Keeps the last `keep` steps of `checkpoints/` and `input_state/` in `workdir`."""
+  """Keeps the last `keep` steps of `checkpoints/` in `workdir`, and the input
+  positions (`input_state/`) of the newest INPUT_POSITIONS_KEPT of them."""
 
   def __init__(self, workdir: str, *, keep: int, use_async: bool = True):
     workdir = resolve_path(workdir)
@@ -144,6 +155,13 @@ class Checkpointer:
     every step's problem (starting from step 0 would throw the run away).
     """
     steps = sorted(self.manager.all_steps(), reverse=True)
+    state_only: list[int] = []
+    resumable = [s for s in steps if self._input_dir(s).exists()]
+    if train_iter is not None and resumable:
+      # Steps older than every step with an input position had it pruned on
+      # purpose (_prune_input_states): not damaged, and not a step to resume.
+      state_only = sorted(s for s in steps if s < resumable[-1])
+      steps = [s for s in steps if s >= resumable[-1]]
     problems: dict[int, str] = {}
     for step in steps:
       try:
@@ -160,6 +178,10 @@ class Checkpointer:
       return step, state
     if steps:
       listing = "\n  ".join(f"step {s}: {p}" for s, p in problems.items())
+      if state_only:
+        listing += (f"\n  steps {state_only}: parameters only (input positions are kept for "
+                    f"the newest {INPUT_POSITIONS_KEPT} steps); they can be evaluated or "
+                    "initialise a run (config.train.init_from), not resume one")
       raise CheckpointError(
           f"No checkpoint in {self.directory} can be restored, so the run cannot resume "
           f"(and starting from step 0 would discard it):\n  {listing}\n"
@@ -209,7 +231,8 @@ class Checkpointer:
   def _prune_input_states(self, keep_also: int) -> None:
     if jax.process_index() != 0 or not self.input_directory.exists():
       return
-    kept = set(self.manager.all_steps()) | {keep_also}
+    # keep_also: the step just saved, which an async save may not list yet.
+    kept = set(sorted(set(self.manager.all_steps()) | {keep_also})[-INPUT_POSITIONS_KEPT:])
     for child in self.input_directory.iterdir():
       if child.name.isdigit() and int(child.name) not in kept:
         child.rmtree()

@@ -177,3 +177,37 @@ def test_a_failed_save_is_one_clear_error_naming_the_directory(tiny_world, tmp_p
   assert "no checkpoint was completed" in lines[-1]
   assert result.stderr.count("Traceback (most recent call last)") == 1, result.stderr[-5000:]
   assert "Event loop is closed" not in result.stderr
+
+
+def test_only_the_newest_steps_keep_their_input_position(tiny_world, tmp_path):
+  # Steps kept for selection keep their parameters; the input position (the
+  # shuffle buffer: large) is kept for the step to resume and its fallback.
+  workdir = str(tmp_path / "run")
+  config = trainer_config(tiny_world, num_train_steps=6, checkpoint_every_steps=2,
+                          keep_checkpoints=3)
+  trainer.train_and_evaluate(config, workdir)
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints")), key=int) == ["2", "4", "6"]
+  assert sorted(os.listdir(os.path.join(workdir, "input_state")), key=int) == ["4", "6"]
+  setup = RunSetup(config)
+  params, step = checkpointing.load_pretrained_params(workdir, 2, setup.abstract_params,
+                                                      setup.param_shardings)
+  assert step == 2  # a parameters-only step still initialises a run (and is evaluated)
+
+  damaged = str(tmp_path / "damaged")
+  shutil.copytree(workdir, damaged)
+  _damage(damaged, 6, "zeroed data files")
+  step, state = _restore_latest(config, damaged)
+  assert step == 4 and int(state["step"]) == 4  # the fallback kept its input position
+
+  both = str(tmp_path / "both")
+  shutil.copytree(workdir, both)
+  _damage(both, 6, "state/")
+  _damage(both, 4, "zeroed data files")
+  with pytest.raises(checkpointing.CheckpointError) as info:
+    _restore_latest(config, both)
+  message = str(info.value)
+  assert "step 6: " in message and "step 4: " in message
+  # Step 2 is not reported as damaged: its input position was pruned on purpose.
+  assert "step 2: " not in message
+  assert ("steps [2]: parameters only (input positions are kept for the newest 2 steps)"
+          in message)

@@ -18,8 +18,8 @@ tried; once one restores, the damaged newer steps are moved to
 fails (CheckpointError) rather than start again from step 0.
 
 Only the newest steps keep their input position: tf.data's iterator state
-holds the shuffle buffer (~125 MB per step for the synthetic fine-tuning,
-GBs at paper size), and a run keeping many steps for checkpoint selection
+holds the whole shuffle buffer of feature records (region features make
+that hundreds of MB per step, more at paper size), and a run keeping many steps for checkpoint selection
 needs all their parameters but only the newest step to resume (the one
 before it is the fallback when the newest is damaged). Older steps keep
 their state: they can be evaluated or initialise a run, not resume one. A save that

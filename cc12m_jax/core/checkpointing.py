@@ -19,12 +19,14 @@ fails (CheckpointError) rather than start again from step 0.
 
 Only the newest steps keep their input position: tf.data's iterator state
 holds the whole shuffle buffer of feature records (region features make
-that hundreds of MB per step, more at paper size), and a run keeping many steps for checkpoint selection
-needs all their parameters but only the newest step to resume (the one
-before it is the fallback when the newest is damaged). Older steps keep
-their state: they can be evaluated or initialise a run, not resume one. A save that
-fails (a full disk) is one CheckpointSaveError naming the directory and the
-OS error.
+that hundreds of MB per step, more at paper size), and a run keeping many
+steps for checkpoint selection needs all their parameters but only the
+newest step to resume (the one before it is the fallback when the newest is
+damaged). Older steps keep their state: they can be evaluated or initialise
+a run, not resume one.
+
+A save that fails (a full disk) is one CheckpointSaveError naming the
+directory and the OS error.
 """
 from __future__ import annotations
 
@@ -156,12 +158,12 @@ class Checkpointer:
     """
     steps = sorted(self.manager.all_steps(), reverse=True)
     state_only: list[int] = []
-    resumable = [s for s in steps if self._input_dir(s).exists()]
+    resumable = self.restorable_steps()  # ascending
     if train_iter is not None and resumable:
       # Steps older than every step with an input position had it pruned on
       # purpose (_prune_input_states): not damaged, and not a step to resume.
-      state_only = sorted(s for s in steps if s < resumable[-1])
-      steps = [s for s in steps if s >= resumable[-1]]
+      state_only = sorted(s for s in steps if s < resumable[0])
+      steps = [s for s in steps if s >= resumable[0]]
     problems: dict[int, str] = {}
     for step in steps:
       try:

@@ -189,8 +189,8 @@ def test_only_the_newest_steps_keep_their_input_position(tiny_world, tmp_path):
   assert sorted(os.listdir(os.path.join(workdir, "checkpoints")), key=int) == ["2", "4", "6"]
   assert sorted(os.listdir(os.path.join(workdir, "input_state")), key=int) == ["4", "6"]
   setup = RunSetup(config)
-  params, step = checkpointing.load_pretrained_params(workdir, 2, setup.abstract_params,
-                                                      setup.param_shardings)
+  _, step = checkpointing.load_pretrained_params(workdir, 2, setup.abstract_params,
+                                                 setup.param_shardings)
   assert step == 2  # a parameters-only step still initialises a run (and is evaluated)
 
   damaged = str(tmp_path / "damaged")

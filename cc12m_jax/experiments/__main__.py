@@ -8,6 +8,8 @@ shows, the per-concept long-tail report in `DIR/<suite>/long_tail/`
 (experiments/concept_report.py).
 
   --seeds=N          run every condition with seeds 0 .. N-1
+  --first_seed=K     start there instead: seeds K .. K+N-1 (one seed on each of
+                     several machines, collected together afterwards)
   --dry_run          print each stage's command (in order) and run nothing
   --collect_only     run nothing; collect what the stages have written
   --launcher=CMD     prefix every stage's command, or put it where CMD says
@@ -36,7 +38,10 @@ SUITE = config_flags.DEFINE_config_file(
     lock_config=True)
 WORKDIR = flags.DEFINE_string("workdir", None, "Stages run in <workdir>/runs/; results go to "
                               "<workdir>/<suite>/.")
-SEEDS = flags.DEFINE_integer("seeds", 1, "Run every condition with seeds 0 .. N-1.", lower_bound=1)
+SEEDS = flags.DEFINE_integer("seeds", 1, "Run every condition with seeds 0 .. N-1 (from "
+                             "--first_seed).", lower_bound=1)
+FIRST_SEED = flags.DEFINE_integer("first_seed", 0, "The first of the --seeds seeds.",
+                                  lower_bound=0)
 DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print every stage's command; run nothing.")
 COLLECT_ONLY = flags.DEFINE_bool("collect_only", False, "Run nothing; collect the results.")
 LAUNCHER = flags.DEFINE_string("launcher", "", "Command prefix of every stage (shell words).")
@@ -65,7 +70,7 @@ def parse_flags(argv: list[str]) -> list[str]:
 def main(argv: list[str]) -> None:
   if len(argv) > 1:
     raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-  seeds = list(range(SEEDS.value))
+  seeds = list(range(FIRST_SEED.value, FIRST_SEED.value + SEEDS.value))
   try:
     suite = suite_lib.from_config(SUITE.value)
     configs = validation.check(suite, WORKDIR.value,

@@ -277,6 +277,20 @@ def test_dry_run_prints_stages_after_their_inputs_selecting_on_the_held_out_spli
   assert "--config.train.seed=1" in evaluate and "--config.data.seed=1" in evaluate
 
 
+def test_first_seed_runs_only_the_seeds_from_it(tmp_path):
+  # One seed per machine: --first_seed=1 --seeds=2 plans seeds 1 and 2, never 0.
+  out = subprocess.run(
+      [sys.executable, "-m", "cc12m_jax.experiments", "--suite=configs/experiments/table3.py",
+       f"--workdir={tmp_path}", "--seeds=2", "--first_seed=1", "--dry_run", "--nocheck_data"],
+      capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+  assert out.returncode == 0, out.stderr[-3000:]
+  headers = [line for line in out.stdout.splitlines() if line.startswith("# ") and "(seed" in line]
+  assert sorted({re.search(r"\(seed (\d+)\)", h).group(1) for h in headers}) == ["1", "2"]
+  assert len(headers) == 28  # 14 stages x 2 seeds
+  assert f"{tmp_path}/runs/cc12m/seed_2/ic_pretrain" in out.stdout
+  assert "seed_0" not in out.stdout
+
+
 def test_the_grid_evaluates_one_long_fine_tuning_per_rate_at_every_step_budget():
   suite = _load("configs/experiments/finetune_grid.py:synthetic")
   runs = {run.stage.key: run.args for run in

@@ -93,10 +93,12 @@ def _run_recall(directory: epath.Path, image_concepts: Mapping[str, set[str]],
 
 def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
                 image_concepts: Mapping[str, set[str]], matcher: concepts_lib.ConceptMatcher
-                ) -> tuple[str, dict[str, dict[str, long_tail.ConceptRecall]]]:
+                ) -> tuple[str, dict[str, dict[str, long_tail.ConceptRecall]],
+                           dict[str, list[int]]]:
   """(measure, {row key: per-concept recall pooled over the seeds whose
-  evaluation exists}); rows that caption and rows that retrieve do not mix."""
-  out, measures = {}, {}
+  evaluation exists}, {row key: those seeds}); rows that caption and rows that
+  retrieve do not mix."""
+  out, measures, pooled_seeds = {}, {}, {}
   for key in suite.long_tail_rows:
     row = suite.row(key)
     stage = suite.stage(f"{row.condition}/{row.stage}")
@@ -109,12 +111,13 @@ def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
         continue
       measures[key], recall = _run_recall(directory, image_concepts, matcher)
       runs.append(recall)
+      pooled_seeds.setdefault(key, []).append(seed)
     if runs:
       out[key] = long_tail.pooled(runs)
   if len(set(measures.values())) > 1:
     raise SuiteError(f"long_tail: rows {sorted(measures)} mix captioning and retrieval "
                      f"evaluations ({measures}); one report measures one of them")
-  return next(iter(measures.values()), long_tail.NAMING), out
+  return next(iter(measures.values()), long_tail.NAMING), out, pooled_seeds
 
 
 def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
@@ -123,7 +126,7 @@ def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
   image_concepts = long_tail.load_image_concepts(str(image_concepts_path(suite, data_dir)))
   names = sorted({c for shown in image_concepts.values() for c in shown})
   matcher = concepts_lib.ConceptMatcher([concepts_lib.Concept(n) for n in names])
-  measure, recalls = row_recalls(suite, workdir, seeds, image_concepts, matcher)
+  measure, recalls, pooled_seeds = row_recalls(suite, workdir, seeds, image_concepts, matcher)
   if not recalls:
     return None
   counts = source_counts(data_dir, training_sources(configs), names,
@@ -132,6 +135,9 @@ def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
   report = long_tail.report_from_recalls(
       recalls, image_concepts, counts, suite.long_tail_bucket_source, compare,
       suite.long_tail_bucket_edges or long_tail.BUCKET_EDGES, measure)
-  report["seeds"] = list(seeds)
+  # Seeds run apart are pooled from the files that are there: say which.
+  report["seeds"] = sorted({s for found in pooled_seeds.values() for s in found})
+  report["seeds_by_row"] = pooled_seeds
+  report["seeds_without_files"] = sorted(set(seeds) - set(report["seeds"]))
   long_tail.write(report, output_dir)
   return report

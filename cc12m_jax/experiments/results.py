@@ -85,9 +85,13 @@ def collect(suite: Suite, workdir: str, seeds: Sequence[int]) -> dict[str, Any]:
           **_summary([c.value for _, c in sorted(by_seed.items())])}
     entry["selection"] = read_selection(suite, workdir, seeds, row)
     rows.append(entry)
+  # Seeds run apart are pooled from whatever evaluation files are there, so a
+  # seed asked for but never run must be named, not silently averaged away.
+  found = sorted({s for by_seed in cells.values() for s in by_seed})
   return {
       "suite": suite.name, "title": suite.title, "size": suite.size,
-      "paper_table": suite.paper_table, "seeds": list(seeds),
+      "paper_table": suite.paper_table, "seeds": found,
+      "seeds_without_files": sorted(set(seeds) - set(found)),
       "selection_source": suite.selection_source, "selection_metric": suite.selection_metric,
       "report_source": suite.report_source,
       "bootstrap": {"samples": suite.bootstrap_samples, "seed": suite.bootstrap_seed,
@@ -121,7 +125,11 @@ def _comparison_line(c: dict[str, Any], confidence: float) -> str:
 def markdown(results: dict[str, Any]) -> str:
   """results.md: the table (ours beside the paper's) and the orderings section."""
   b = results["bootstrap"]
-  seeds = ", ".join(str(s) for s in results["seeds"])
+  seeds = ", ".join(str(s) for s in results["seeds"]) or "none"
+  absent = results.get("seeds_without_files") or []
+  if absent:
+    seeds += f" (no evaluation files for seed{'s' if len(absent) > 1 else ''} " \
+             f"{', '.join(str(s) for s in absent)})"
   lines = [f"# {results['title']}", "",
            f"{results['size']} size; seeds {seeds} (mean ± std over seeds when there are "
            "several). Paper figures from the paper notes ('—': the paper gives none). "

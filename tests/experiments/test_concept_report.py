@@ -92,9 +92,14 @@ def test_report_pools_seeds_and_buckets_by_the_statistics_jobs_counts(tmp_path):
   assert [(g["concept"], g["delta"]) for g in gained] == [("dog", 0.5), ("zebra", 0.5)]
   assert report["comparisons"]["a->b"]["lost"] == []
   assert report["seeds"] == [0, 1]
+  assert report["seeds_by_row"] == {"a": [0, 1], "b": [0]}
+  assert report["seeds_without_files"] == []
   # Finer edges regroup the same pairs: dog (3) and kite (0) below 5, zebra (12) at 5+.
+  # Seed 2 was asked for and never run: named, and it changes no count.
   report = concept_report.make(_suite(data_dir, rows=["a", "b"], bucket_edges=[0, 5]), workdir,
-                               [0, 1], data_dir, _training_configs(), out)
+                               [0, 1, 2], data_dir, _training_configs(), out)
+  assert report["seeds"] == [0, 1]
+  assert report["seeds_without_files"] == [2]
   assert [(r["bucket"], r["named"], r["pairs"]) for r in report["by_bucket"]["a"]] == [
       ("0-4", 4, 6), ("5+", 1, 2)]
   for name in ("long_tail.json", "long_tail.md", "long_tail.png"):

@@ -145,6 +145,24 @@ def test_markdown_lines(captioning):
   assert "Fine-tuning steps selected on `coco_val` (overall/CIDEr); reported: `nocaps_val`." in text
 
 
+def test_seeds_asked_for_without_files_are_named_not_averaged(tmp_path):
+  # Seeds run apart: seed 1's files are here, seeds 0 and 2 never ran here.
+  suite = suite_lib.from_config(_suite_config())
+  workdir = str(tmp_path)
+  for row in ("a", "b"):
+    _write_eval(workdir, f"{row}/ev", 1, "nocaps_val", "report.json", _report(CIDER[(row, 1)]))
+  res = results.collect(suite, workdir, seeds=[0, 1, 2])
+  assert res["seeds"] == [1]
+  assert res["seeds_without_files"] == [0, 2]
+  a = res["rows"][0]["cells"]["out"]
+  assert (a["seeds"], a["mean"], a["std"], a["n"]) == ({"1": pytest.approx(10.0)},
+                                                       pytest.approx(10.0), None, 1)
+  assert "synthetic size; seeds 1 (no evaluation files for seeds 0, 2)" in results.markdown(res)
+  # The orderings use seed 1 alone: B - A out-of-domain 0.7 - 0.1 = +60.
+  first = res["orderings"][0]["comparisons"][0]
+  assert (first["seeds"], first["difference"]) == ([1], pytest.approx(60.0))
+
+
 def test_selected_steps_and_their_held_out_values(tmp_path):
   """Row A's evaluate stage chose steps 200 and 250 on coco_val: results carry
   them with the value in the paper's units (the overall/CIDEr column's x 100)."""

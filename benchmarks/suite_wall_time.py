@@ -13,7 +13,8 @@ suite that needs it: the figure is what the suite costs run on its own. Stages
 finished earlier in the workdir are read, not re-run (`--norun` reads only).
 
   python benchmarks/suite_wall_time.py --suite=configs/experiments/table3.py \
-      --workdir=W --data_dir=data/synthetic [--seeds=3] [--parallel=2] [--norun]
+      --workdir=W --data_dir=data/synthetic [--seeds=3] [--first_seed=K] [--parallel=2] \
+      [--norun]
 
 Last line: `<suite>_wall_time_per_seed: <value> min`.
 """
@@ -38,6 +39,8 @@ def main() -> None:
   parser.add_argument("--workdir", required=True)
   parser.add_argument("--data_dir", default="")
   parser.add_argument("--seeds", type=int, default=1)
+  parser.add_argument("--first_seed", type=int, default=0,
+                      help="seeds first_seed..first_seed+seeds-1, as the runner's --first_seed")
   parser.add_argument("--parallel", type=int, default=1, help="the runner's --parallel")
   parser.add_argument("--norun", action="store_true", help="only read finished stages")
   args = parser.parse_args()
@@ -45,6 +48,7 @@ def main() -> None:
   if not args.norun:
     command = [sys.executable, "-m", "cc12m_jax.experiments", f"--suite={args.suite}",
                f"--workdir={args.workdir}", f"--seeds={args.seeds}",
+               f"--first_seed={args.first_seed}",
                f"--parallel={args.parallel}"]
     if args.data_dir:
       command.append(f"--suite.data_dir={args.data_dir}")
@@ -54,7 +58,7 @@ def main() -> None:
   if args.data_dir:
     config.data_dir = args.data_dir
   suite = suite_lib.from_config(config)
-  seeds = list(range(args.seeds))
+  seeds = list(range(args.first_seed, args.first_seed + args.seeds))
   configs = validation.check(suite, args.workdir, check_data=False)
   seconds: dict[str, list[float]] = collections.defaultdict(list)
   per_seed: dict[int, float] = collections.defaultdict(float)

@@ -67,8 +67,16 @@ def read_selection(suite: Suite, workdir: str, seeds: Sequence[int], row) -> dic
           **_summary([v["value"] for _, v in sorted(by_seed.items())])}
 
 
+def _relative(path: str, workdir: str) -> str:
+  """`path` relative to `workdir` when it lies inside it, so that results.json
+  still names the right files after the workdir is moved or kept in a repository."""
+  root = commands.absolute(workdir).rstrip("/") + "/"
+  return path[len(root):] if path.startswith(root) else path
+
+
 def collect(suite: Suite, workdir: str, seeds: Sequence[int]) -> dict[str, Any]:
-  """The results of `suite` in `workdir` for `seeds`, as written to results.json."""
+  """The results of `suite` in `workdir` for `seeds`, as written to results.json
+  (evaluation files named relative to `workdir`)."""
   cells = read_cells(suite, workdir, seeds)
   rows = []
   for row in suite.rows:
@@ -80,7 +88,8 @@ def collect(suite: Suite, workdir: str, seeds: Sequence[int]) -> dict[str, Any]:
           "paper": (paper.figure(suite.paper_table, row.paper_row, column.key)
                     if suite.paper_table else None),
           "seeds": {str(s): c.value for s, c in sorted(by_seed.items())},
-          "files": {str(s): c.output.path for s, c in sorted(by_seed.items())},
+          "files": {str(s): _relative(c.output.path, workdir)
+                    for s, c in sorted(by_seed.items())},
           "steps": {str(s): c.output.step for s, c in sorted(by_seed.items())},
           **_summary([c.value for _, c in sorted(by_seed.items())])}
     entry["selection"] = read_selection(suite, workdir, seeds, row)

@@ -87,6 +87,9 @@ def test_table_cells_are_mean_and_std_over_seeds_beside_the_paper(captioning):
   assert c["cells"]["in"]["n"] == 0 and c["cells"]["in"]["mean"] is None
   assert c["cells"]["overall"]["paper"] == 54.7
   assert a["cells"]["in"]["steps"] == {"0": 7, "1": 7}
+  # Named inside the workdir, so results.json survives the workdir being moved.
+  assert a["cells"]["in"]["files"] == {
+      s: f"runs/a/seed_{s}/ev/eval/nocaps_val/step_7/report.json" for s in ("0", "1")}
 
 
 def test_orderings_equal_hand_computation(captioning):

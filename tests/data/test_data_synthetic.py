@@ -26,6 +26,11 @@ def test_inventory_is_deterministic_and_long_tailed():
   domains = collections.Counter(c.domain for c in inv)
   assert domains["in-domain"] == 80
   assert domains["near-domain"] > 100 and domains["out-domain"] > 100
+  # Proper names are no nocaps class (nocaps annotates object classes, which
+  # CC3M names: Table 9), so they are web-only, and only they are.
+  assert domains["web-only"] > 50
+  assert all((c.domain == "web-only") == (c.hypernym in concepts_lib.NAMED_ENTITY_HYPERNYMS)
+             for c in inv)
   freqs = np.array([c.frequency for c in inv])
   assert abs(freqs.sum() - 1) < 1e-9 and (np.diff(freqs) <= 0).all()
   # Zipf: rank 1 is ~100x rank 100; COCO concepts hold the head.
@@ -40,7 +45,7 @@ def test_inventory_is_deterministic_and_long_tailed():
 
 def test_small_inventory_keeps_every_domain():
   inv = concepts_lib.build_inventory(40, seed=3)
-  assert {c.domain for c in inv} == set(concepts_lib.DOMAINS)
+  assert {c.domain for c in inv} == set(concepts_lib.CONCEPT_DOMAINS)
 
 
 def test_same_seed_same_bytes(tiny_world, tmp_path):
@@ -127,6 +132,7 @@ def test_caption_styles(tiny_world):
   for r in nocaps:
     assert all(set(shown[r.image_id]) <= named(c) for c in r.captions), (shown[r.image_id],
                                                                         r.captions)
+  assert not any(inventory[n].domain == "web-only" for r in nocaps for n in shown[r.image_id])
   assert np.mean([len(set(r.captions)) for r in nocaps]) >= 8
 
 

@@ -20,12 +20,6 @@ from cc12m_jax.curation import words as words_lib
 from cc12m_jax.data.synthetic import concepts as concepts_lib
 from cc12m_jax.data.synthetic import world as world_lib
 
-# Hypernyms whose members are "named entities" (CC3M hypernymizes them), and
-# the word CC3M writes instead.
-NAMED_ENTITY_HYPERNYMS = {"brand": "brand", "place": "city",
-                          "character": "cartoon character"}
-
-
 def _a(word: str) -> str:
   return ("an " if word[0] in "aeiou" else "a ") + word
 
@@ -97,7 +91,7 @@ def misnamed(world: world_lib.World, scene: world_lib.Scene,
 
 def _cc3m_name(world: world_lib.World, concept: int) -> str:
   c = world.concepts[concept]
-  return NAMED_ENTITY_HYPERNYMS.get(c.hypernym, c.name)
+  return concepts_lib.NAMED_ENTITY_HYPERNYMS.get(c.hypernym, c.name)
 
 
 def cc3m_style(world: world_lib.World, scene: world_lib.Scene,

@@ -6,8 +6,12 @@ inventory mirrors the nocaps set-up:
   in-domain    the ~80 COCO classes (real COCO category names);
   near-domain  novel concepts under hypernyms COCO also covers (a new fruit,
                a new animal): seen in web data, never in COCO captions;
-  out-domain   novel concepts under hypernyms COCO does not cover at all
-               (instruments, brands, places, ...).
+  out-domain   novel object concepts under hypernyms COCO does not cover at
+               all (instruments, plants, buildings, ...);
+  web-only     named entities (brands, places, characters): web alt-text
+               names them and CC3M-style captions write their hypernym, but
+               they are no nocaps class, because nocaps annotates Open Images
+               object classes. No evaluation image is drawn around them.
 
 Frequencies are Zipfian: COCO concepts occupy the head of the distribution
 (they are common on the web too) and the novel ones the long tail, so a source
@@ -23,7 +27,16 @@ import numpy as np
 IN_DOMAIN = "in-domain"
 NEAR_DOMAIN = "near-domain"
 OUT_DOMAIN = "out-domain"
-DOMAINS = (IN_DOMAIN, NEAR_DOMAIN, OUT_DOMAIN)
+DOMAINS = (IN_DOMAIN, NEAR_DOMAIN, OUT_DOMAIN)  # nocaps' three image domains
+WEB_ONLY = "web-only"
+CONCEPT_DOMAINS = DOMAINS + (WEB_ONLY,)
+
+# Hypernyms whose members are named entities, and the word a CC3M-style
+# caption writes instead (CC3M hypernymizes proper names). Table 9 counts
+# CC3M instances of every nocaps out-of-domain class (median 462), so proper
+# names, which CC3M never writes, cannot be nocaps classes here either.
+NAMED_ENTITY_HYPERNYMS = {"brand": "brand", "place": "city",
+                          "character": "cartoon character"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,7 +44,7 @@ class Concept:
   name: str        # lowercase word or short phrase, as it appears in captions
   hypernym: str    # e.g. "fruit"; what CC3M-style hypernymization writes
   frequency: float  # probability of the concept in web images (sums to 1)
-  domain: str      # one of DOMAINS
+  domain: str      # one of CONCEPT_DOMAINS
 
 
 # The 80 COCO detection classes (person is the only one renamed: web captions
@@ -63,7 +76,8 @@ _COCO_CONCEPTS: dict[str, tuple[str, ...]] = {
 }
 
 # Novel concepts with real names, by hypernym. Hypernyms that also appear in
-# _COCO_CONCEPTS give near-domain concepts; the others give out-domain ones.
+# _COCO_CONCEPTS give near-domain concepts, NAMED_ENTITY_HYPERNYMS web-only
+# ones, the others out-domain ones.
 _NOVEL_CONCEPTS: dict[str, tuple[str, ...]] = {
     "fruit": ("mangosteen", "lychee", "durian", "papaya", "kiwi", "pomegranate",
               "grape", "lemon", "mango", "pineapple", "strawberry", "peach",
@@ -173,6 +187,8 @@ def build_inventory(num_concepts: int = 600, seed: int = 0, *,
   for (name, hyp), freq in zip(ranked, weights):
     if (name, hyp) in coco:
       domain = IN_DOMAIN
+    elif hyp in NAMED_ENTITY_HYPERNYMS:
+      domain = WEB_ONLY
     elif hyp in coco_hypernyms:
       domain = NEAR_DOMAIN
     else:
@@ -185,9 +201,9 @@ def build_inventory(num_concepts: int = 600, seed: int = 0, *,
 def image_domain(concepts: list[Concept]) -> str:
   """nocaps domain of an image from the concepts it shows.
 
-  in-domain: only COCO concepts; out-domain: only novel concepts under
-  hypernyms COCO lacks; near-domain: anything else (a mix, or novel concepts
-  of COCO hypernyms).
+  in-domain: only COCO concepts; out-domain: only novel object concepts
+  under hypernyms COCO lacks; near-domain: anything else (a mix, or novel
+  concepts of COCO hypernyms). Web-only concepts are in no nocaps image.
   """
   domains = {c.domain for c in concepts}
   if domains == {IN_DOMAIN}:

@@ -77,6 +77,7 @@ def _source_specs(cfg: ml_collections.ConfigDict,
   in_pool = world.by_domain[concepts_lib.IN_DOMAIN]
   near_pool = world.by_domain[concepts_lib.NEAR_DOMAIN]
   out_pool = world.by_domain[concepts_lib.OUT_DOMAIN]
+  web_only_pool = world.by_domain[concepts_lib.WEB_ONLY]
   period = (max(1, round(1.0 / cfg.cc12m_duplicate_fraction))
             if cfg.cc12m_duplicate_fraction > 0 else 0)
   web_vocab = (captions_lib.web_vocabulary(cfg.web_vocab_size, cfg.seed, world)
@@ -126,10 +127,12 @@ def _source_specs(cfg: ml_collections.ConfigDict,
     def make(w, i, rng):
       scene = w.sample_scene(rng, pool=in_pool)
       # COCO photos sometimes show (and their captions name) a thing outside
-      # COCO's 80 classes: a novel concept, drawn by its web frequency.
+      # COCO's 80 classes: a novel concept, named entities included, drawn by
+      # its web frequency. The pool lists those of COCO's hypernyms, then
+      # those of the hypernyms COCO lacks, each in inventory order.
       if (cfg.coco_novel_fraction > 0 and len(scene.instances) < 3
           and rng.random() < cfg.coco_novel_fraction):
-        novel = np.concatenate([near_pool, out_pool])
+        novel = np.concatenate([near_pool, np.union1d(out_pool, web_only_pool)])
         p = w.frequencies[novel] / w.frequencies[novel].sum()
         scene.instances.append(world_lib.Instance(
             int(rng.choice(novel, p=p)), int(rng.integers(len(world_lib.COLORS)))))

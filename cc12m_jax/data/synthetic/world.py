@@ -77,7 +77,8 @@ class World:
     self.frequencies = freqs / freqs.sum()
     self.by_domain = {
         dom: np.array([i for i, c in enumerate(self.concepts)
-                       if c.domain == dom]) for dom in concepts_lib.DOMAINS}
+                       if c.domain == dom], dtype=np.int64)
+        for dom in concepts_lib.CONCEPT_DOMAINS}
 
   # ---------------------------------------------------------------- scenes --
   def sample_scene(self, rng: np.random.Generator, *,

@@ -42,9 +42,13 @@ def get_config(size: str = "synthetic"):
                                          ("out", "out", "out-domain"),
                                          ("overall", "overall", "overall"))]
   # Naming recall by concept frequency in CC12M: where the out-of-domain gain
-  # (or loss) comes from, concept by concept.
-  c.long_tail = {"rows": ["scratch", "cc3m_ft", "cc12m_ft", "cc3m_cc12m_ft"],
-                 "compare": ["cc3m_ft,cc12m_ft"], "bucket_source": "cc12m",
+  # (or loss) comes from, concept by concept. The zero-shot rows say whether
+  # pre-training learned a name that a fine-tuned row lacks, or fine-tuning
+  # erased it.
+  c.long_tail = {"rows": ["scratch", "cc3m_zs", "cc12m_zs", "cc3m_cc12m_zs",
+                          "cc3m_ft", "cc12m_ft", "cc3m_cc12m_ft"],
+                 "compare": ["cc3m_ft,cc12m_ft", "cc12m_ft,cc3m_cc12m_ft"],
+                 "bucket_source": "cc12m",
                  "bucket_edges": LONG_TAIL_EDGES[size]}
   c.claims = [
       common.chain("Fine-tuned, out-of-domain CIDEr: scratch < CC3M < CC12M <= CC3M+CC12M",

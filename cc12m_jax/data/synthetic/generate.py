@@ -77,7 +77,13 @@ def _source_specs(cfg: ml_collections.ConfigDict,
   in_pool = world.by_domain[concepts_lib.IN_DOMAIN]
   near_pool = world.by_domain[concepts_lib.NEAR_DOMAIN]
   out_pool = world.by_domain[concepts_lib.OUT_DOMAIN]
-  web_only_pool = world.by_domain[concepts_lib.WEB_ONLY]
+  # What a COCO photo shows beyond COCO's 80 classes: any novel concept,
+  # named entities included, by its web frequency. Those of COCO's hypernyms
+  # come first, then those of the hypernyms COCO lacks, in inventory order
+  # (the order fixes which concept a draw picks).
+  coco_novel = np.concatenate([near_pool, np.union1d(
+      out_pool, world.by_domain[concepts_lib.WEB_ONLY])])
+  coco_novel_p = world.frequencies[coco_novel] / world.frequencies[coco_novel].sum()
   period = (max(1, round(1.0 / cfg.cc12m_duplicate_fraction))
             if cfg.cc12m_duplicate_fraction > 0 else 0)
   web_vocab = (captions_lib.web_vocabulary(cfg.web_vocab_size, cfg.seed, world)
@@ -127,15 +133,12 @@ def _source_specs(cfg: ml_collections.ConfigDict,
     def make(w, i, rng):
       scene = w.sample_scene(rng, pool=in_pool)
       # COCO photos sometimes show (and their captions name) a thing outside
-      # COCO's 80 classes: a novel concept, named entities included, drawn by
-      # its web frequency. The pool lists those of COCO's hypernyms, then
-      # those of the hypernyms COCO lacks, each in inventory order.
+      # COCO's 80 classes (coco_novel, above).
       if (cfg.coco_novel_fraction > 0 and len(scene.instances) < 3
           and rng.random() < cfg.coco_novel_fraction):
-        novel = np.concatenate([near_pool, np.union1d(out_pool, web_only_pool)])
-        p = w.frequencies[novel] / w.frequencies[novel].sum()
         scene.instances.append(world_lib.Instance(
-            int(rng.choice(novel, p=p)), int(rng.integers(len(world_lib.COLORS)))))
+            int(rng.choice(coco_novel, p=coco_novel_p)),
+            int(rng.integers(len(world_lib.COLORS)))))
       caps = [captions_lib.coco_style(w, scene, rng) for _ in range(5)]
       return scene, caps, "", f"coco_{split}_{i:07d}", rng
     return make

@@ -30,9 +30,11 @@ from tests.multihost.conftest import (EVAL_FLAGS, Launch, assert_params_close, n
 STEPS, FIRST_CHECKPOINT = 12, 8
 NEVER = 100_000
 # Parameters of two runs that saw the same batches agree to float32 summation
-# order (cross-process all-reduce against in-process: about 1e-7 here); 12
-# steps move them by far more (checked in the first test).
-ATOL = 1e-6
+# order (cross-process all-reduce against in-process): about 1e-7 for most,
+# but Adam divides by sqrt(v), so a rarely-seen token's embedding row, whose
+# gradients are tiny, carries the rounding up to ~1e-6 after 12 steps. 12
+# steps move parameters by far more than this bound (checked in the first test).
+ATOL = 5e-6
 SOURCE = "nocaps_val"
 
 

@@ -23,7 +23,7 @@ from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import pipeline
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
 from cc12m_jax.decoding import captioner_decode
-from cc12m_jax.evaluation import registry as evaluators
+from cc12m_jax.evaluation import naming_probe, registry as evaluators
 from cc12m_jax.objectives import registry as objectives
 from cc12m_jax.train import optim
 from cc12m_jax.train import step as step_lib
@@ -159,6 +159,11 @@ def _eval(config: ml_collections.ConfigDict) -> None:
   _require(e.selection_mode in selection.MODES, "eval.selection_mode",
            f"{e.selection_mode!r} is not one of {selection.MODES}.")
   _require(e.checkpoint_step >= -1, "eval.checkpoint_step", "must be >= 0, or -1 (latest).")
+  if kind_name == "naming":
+    try:
+      naming_probe.parse_prefixes(e.naming_prefixes)
+    except ValueError as ex:
+      raise ConfigError(str(ex)) from ex
   if config.mode == "predict":
     _require(kind_name == "captioning", "mode", "predict writes captions: it needs the "
              f"'captioning' evaluator, not {kind_name!r}.")

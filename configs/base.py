@@ -195,6 +195,12 @@ def eval_config() -> ml_collections.ConfigDict:
   # A fine-tuning's schedule does not depend on its length, so one long run
   # capped here is the shorter budget's run (the step-budget grid).
   c.selection_max_step = 0
+  # The 'naming' evaluator (cc12m_jax/evaluation/naming_probe.py): the concepts
+  # whose names compete ('' = the synthetic world of config.synthetic, or a
+  # concept list file / 'synthetic:<num>:<seed>'), and the caption prefixes a
+  # name is scored after (comma-separated; an empty entry is the start).
+  c.naming_concepts = ""
+  c.naming_prefixes = "a"
   return c
 
 

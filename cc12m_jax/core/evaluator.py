@@ -22,7 +22,9 @@ import os
 from typing import Any, Protocol
 
 import jax
+import numpy as np
 from etils import epath
+from jax.experimental import multihost_utils
 
 
 class EvalResult(abc.ABC):
@@ -45,6 +47,14 @@ class Evaluator(Protocol):
 
   def run(self, params: Any) -> EvalResult:
     ...
+
+
+def to_host(x: jax.Array) -> np.ndarray:
+  """A global (possibly multi-host) array as one host numpy array: evaluators
+  gather every host's rows so that each host scores the whole eval set."""
+  if jax.process_count() > 1:
+    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+  return np.asarray(jax.device_get(x))
 
 
 def result_directory(workdir: str, source: str, step: int) -> str:

@@ -18,7 +18,6 @@ import jax
 import ml_collections
 import numpy as np
 from absl import logging
-from jax.experimental import multihost_utils
 
 from cc12m_jax.core import evaluator as evaluator_lib
 from cc12m_jax.core.run_setup import RunSetup
@@ -55,12 +54,6 @@ class CaptionEvalResult(evaluator_lib.EvalResult):
     return text
 
 
-def _to_host(x: jax.Array) -> np.ndarray:
-  if jax.process_count() > 1:
-    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-  return np.asarray(jax.device_get(x))
-
-
 def decode_eval_set(decode_fn, params: Any, batches: Iterable[Mapping],
                     examples: Sequence[Any], tokenizer: Any,
                     rng: jax.Array | None = None) -> dict[str, str]:
@@ -69,9 +62,9 @@ def decode_eval_set(decode_fn, params: Any, batches: Iterable[Mapping],
   predictions: dict[str, str] = {}
   for step, batch in enumerate(batches):
     out = decode_fn(params, batch, jax.random.fold_in(rng, step))
-    tokens = _to_host(out["tokens"])[:, 0]            # [B, L] best hypothesis
-    index = _to_host(batch["example_index"])          # [B]
-    mask = _to_host(batch["example_mask"])            # [B]
+    tokens = evaluator_lib.to_host(out["tokens"])[:, 0]    # [B, L] best hypothesis
+    index = evaluator_lib.to_host(batch["example_index"])  # [B]
+    mask = evaluator_lib.to_host(batch["example_mask"])    # [B]
     for row in np.flatnonzero(mask):
       i = int(index[row])
       if not 0 <= i < len(examples):

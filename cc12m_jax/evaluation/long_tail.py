@@ -16,7 +16,10 @@ bucket: the paper's long-tail claim, concept by concept.
 
 Which concepts an image shows: the synthetic world writes them
 (`<source>/concepts.json`); for real data, `--references` (a COCO/nocaps
-JSON) and the concepts its captions name (`--min_mentions`). Writes
+JSON) and the concepts its captions name (`--min_mentions`). A condition
+may also be the naming probe's ranks (`--ranks=name=W/eval/<source>/step_<n>/ranks.json`,
+evaluation/naming_probe.py): a pair is named when the probe ranks the
+concept's name first, whatever the decoded caption says. Writes
 long_tail.json, long_tail.md and long_tail.png (one recall curve per
 condition).
 
@@ -126,6 +129,27 @@ def per_concept_retrieval(per_query: Mapping[str, Sequence],
       row = out.setdefault(concept, ConceptRecall())
       row.shown += 1
       row.named += 0 <= int(rank) < k
+  return out
+
+
+def per_concept_rank_recall(ranks: Mapping[str, Mapping[str, int]],
+                            image_concepts: Mapping[str, set[str]],
+                            k: int = 1) -> dict[str, ConceptRecall]:
+  """{concept: of the images that show it, how many rank its name in the top k}: the
+  naming probe's form of naming recall (`ranks`: its ranks.json, {image_id: {concept: rank}}).
+
+  Every (image, concept) pair of `image_concepts` must have a rank: a missing
+  one is an error naming the pair.
+  """
+  out: dict[str, ConceptRecall] = {}
+  for image_id, shown in image_concepts.items():
+    for concept in shown:
+      rank = ranks.get(image_id, {}).get(concept)
+      if rank is None:
+        raise KeyError(f"image {image_id!r}, concept {concept!r}: no rank in the probe's ranks")
+      row = out.setdefault(concept, ConceptRecall())
+      row.shown += 1
+      row.named += int(rank) <= k
   return out
 
 
@@ -295,6 +319,8 @@ def load_source_counts(stats_path: str) -> dict[str, dict[str, int]]:
 
 def _define_flags() -> None:
   flags.DEFINE_multi_string("condition", [], "name=predictions.json, one per model.")
+  flags.DEFINE_multi_string("ranks", [], "name=ranks.json of the naming probe "
+                            "(evaluation/naming_probe.py): named = rank 1.")
   flags.DEFINE_string("image_concepts", "", "{image_id: [concepts]} JSON.")
   flags.DEFINE_string("references", "", "COCO/nocaps JSON: the concepts its captions name.")
   flags.DEFINE_integer("min_mentions", 1, "With --references: captions that must name it.")
@@ -318,15 +344,23 @@ def main(argv: Sequence[str]) -> None:
   else:
     image_concepts = concepts_lib.image_concepts_from_references(
         nocaps.load_references(f.references).captions, matcher, f.min_mentions)
-  conditions = {}
-  for item in f.condition:
-    name, sep, path = item.partition("=")
-    if not sep:
-      raise app.UsageError(f"--condition={item!r}: expected name=predictions.json")
-    conditions[name] = report_lib.read_predictions(path)
+  recalls = {}
+  for flag, items in (("condition", f.condition), ("ranks", f.ranks)):
+    for item in items:
+      name, sep, path = item.partition("=")
+      if not sep:
+        raise app.UsageError(f"--{flag}={item!r}: expected name=<file>")
+      if name in recalls:
+        raise app.UsageError(f"--{flag}={item!r}: a second condition named {name!r}")
+      if flag == "condition":
+        recalls[name] = per_concept_recall(report_lib.read_predictions(path), image_concepts,
+                                           matcher)
+      else:
+        with open(path) as fp:
+          recalls[name] = per_concept_rank_recall(json.load(fp), image_concepts)
   compare = [tuple(c.split(",")) for c in f.compare]
-  report = long_tail_report(conditions, image_concepts, matcher,
-                            load_source_counts(f.stats), f.bucket_source, compare)
+  report = report_from_recalls(recalls, image_concepts, load_source_counts(f.stats),
+                               f.bucket_source, compare)
   paths = write(report, f.output_dir)
   print(markdown(report))
   print("Wrote " + ", ".join(paths.values()))

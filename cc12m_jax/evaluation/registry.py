@@ -6,7 +6,10 @@
 `config.eval.evaluator` names one; '' takes the objective's own (its
 EVALUATOR: 'captioning' for ic and ic + x, 'retrieval' for vlm, 'none' for
 the pre-training objectives mlm, mass and moc, whose models are scored only
-after fine-tuning with ic: docs/objectives.md).
+after fine-tuning with ic: docs/objectives.md). 'naming' is asked for by
+name: it ranks every concept's name under teacher forcing
+(evaluation/naming_probe.py), to tell a name never learned from one never
+decoded.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ import ml_collections
 
 from cc12m_jax.core.evaluator import Evaluator
 from cc12m_jax.core.run_setup import RunSetup
-from cc12m_jax.evaluation import captioner_eval, retrieval_eval
+from cc12m_jax.evaluation import captioner_eval, naming_probe, retrieval_eval
 from cc12m_jax.objectives import registry as objectives
 
 
@@ -39,6 +42,9 @@ def _no_evaluator(config: ml_collections.ConfigDict, setup: RunSetup, source: st
 EVALUATORS: dict[str, EvaluatorKind] = {
     "captioning": EvaluatorKind(captioner_eval.CaptionEvaluator, captioner_eval.metric_names,
                                 ("ic",)),
+    # Teacher-forced ranking of every concept's name (evaluation/naming_probe.py).
+    "naming": EvaluatorKind(naming_probe.NamingProbeEvaluator, naming_probe.metric_names,
+                            ("ic",)),
     "retrieval": EvaluatorKind(retrieval_eval.RetrievalEvaluator, retrieval_eval.metric_names,
                                ("vlm",)),
     # mlm / mass / moc pre-training: no evaluation until fine-tuned.

@@ -31,7 +31,6 @@ import jax
 import ml_collections
 import numpy as np
 from etils import epath
-from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding
 
 from cc12m_jax import sharding
@@ -40,13 +39,6 @@ from cc12m_jax.core.run_setup import RunSetup
 from cc12m_jax.data import batch_spec, eval_pipeline, karpathy
 from cc12m_jax.evaluation import retrieval
 
-
-
-def _to_host(x: jax.Array) -> np.ndarray:
-  """A global (possibly multi-host) array as one host numpy array."""
-  if jax.process_count() > 1:
-    return np.asarray(multihost_utils.process_allgather(x, tiled=True))
-  return np.asarray(x)
 
 
 def _jitted(model, method_name: str):
@@ -69,9 +61,9 @@ def encode_images(model, params: Any, batches: Iterable[Mapping[str, Any]],
   with sharding.activation_rules(mesh):
     for batch in batches:
       image_keys = {k: batch[k] for k in batch_spec.IMAGE_KEYS}
-      vectors = _to_host(encode(params, image_keys))  # [B, P]
-      mask = _to_host(batch["example_mask"]).astype(bool)  # [B]
-      index = _to_host(batch["example_index"])[mask]  # [b]
+      vectors = evaluator_lib.to_host(encode(params, image_keys))  # [B, P]
+      mask = evaluator_lib.to_host(batch["example_mask"]).astype(bool)  # [B]
+      index = evaluator_lib.to_host(batch["example_index"])[mask]  # [b]
       if out is None:
         out = np.zeros((num_examples, vectors.shape[1]), np.float32)
       if index.size and (index.max() >= num_examples or seen[index].any()):
@@ -100,7 +92,8 @@ def encode_texts(model, params: Any, tokens: np.ndarray, mesh: Mesh,
       block = np.pad(block, ((0, batch_size - real), (0, 0)))  # one compiled shape
       block = jax.make_array_from_callback(block.shape, batch_sharding, lambda idx, b=block: b[idx])
       outputs.append((encode(params, block), real))
-  return np.concatenate([_to_host(v)[:n] for v, n in outputs]).astype(np.float32)
+  return np.concatenate([evaluator_lib.to_host(v)[:n]
+                         for v, n in outputs]).astype(np.float32)
 
 
 def queries_from_references(references: str, split: str, record_ids: Sequence[str]

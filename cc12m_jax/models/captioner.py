@@ -51,12 +51,19 @@ class Captioner(layers.ConfigModule):
     return self.encoder(vectors, mask, train=train), mask
 
   def decode(self, decoder_inputs: jax.Array, encoded: jax.Array, encoder_mask: jax.Array, *,
-             train: bool) -> jax.Array:
-    """Teacher forcing: decoder_inputs i32 [B, L] -> logits f32 [B, L, V]."""
+             train: bool, at: jax.Array | None = None) -> jax.Array:
+    """Teacher forcing: decoder_inputs i32 [B, L] -> logits f32 [B, L, V].
+
+    With `at` i32 [B, K], only the logits of those positions, f32 [B, K, V]:
+    the vocabulary projection is most of a small decoder's cost, and a scorer
+    of a few tokens of each input (evaluation/naming_probe.py) needs no more.
+    """
     positions = jnp.arange(decoder_inputs.shape[1])[None, :]  # [1, L]
     x = self._embed_tokens(decoder_inputs, positions, train=train)  # [B, L, E]
     x = self.decoder(x, encoded, encoder_mask, train=train)  # [B, L, E]
-    return self._logits(x)  # [B, L, V]
+    if at is not None:
+      x = jnp.take_along_axis(x, at[..., None], axis=1)  # [B, K, E]
+    return self._logits(x)  # [B, L or K, V]
 
   def init_decode_state(self, encoded: jax.Array, encoder_mask: jax.Array,
                         num_hypotheses: int, max_decode_len: int) -> None:

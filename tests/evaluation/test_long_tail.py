@@ -52,12 +52,28 @@ def test_a_missing_prediction_is_an_error():
     long_tail.per_concept_recall({"a": "a dog"}, IMAGES, MATCHER)
 
 
+# The naming probe's ranks of the same pairs (evaluation/naming_probe.py).
+RANKS = {"a": {"dog": 1, "bagpipes": 2}, "b": {"cat": 1}, "c": {"bagpipes": 1},
+         "d": {"mangosteen": 7, "dog": 1}}
+
+
+def test_probe_ranks_count_a_pair_named_at_rank_one():
+  recall = long_tail.per_concept_rank_recall(RANKS, IMAGES)
+  assert {c: (r.named, r.shown) for c, r in recall.items()} == {
+      "dog": (2, 2), "cat": (1, 1), "bagpipes": (1, 2), "mangosteen": (0, 1)}
+  at_10 = long_tail.per_concept_rank_recall(RANKS, IMAGES, k=10)
+  assert at_10["mangosteen"].named == 1 and at_10["bagpipes"].named == 2
+  with pytest.raises(KeyError, match="'d', concept 'mangosteen'"):
+    long_tail.per_concept_rank_recall({**RANKS, "d": {"dog": 1}}, IMAGES)
+
+
 def test_command_line_writes_json_markdown_and_png(tmp_path):
   paths = {}
   for name, preds in CONDITIONS.items():
     paths[name] = tmp_path / f"{name}.json"
     paths[name].write_text(json.dumps([{"image_id": k, "caption": v} for k, v in preds.items()]))
   (tmp_path / "images.json").write_text(json.dumps({k: sorted(v) for k, v in IMAGES.items()}))
+  (tmp_path / "ranks.json").write_text(json.dumps(RANKS))
   (tmp_path / "classes.txt").write_text("\n".join(["dog", "cat", "bagpipes", "mangosteen"]))
   stats = {"datasets": {name: {"classes": {"instances": counts}} for name, counts in
                         COUNTS.items()}}
@@ -66,11 +82,13 @@ def test_command_line_writes_json_markdown_and_png(tmp_path):
   result = subprocess.run(
       [sys.executable, "-m", "cc12m_jax.evaluation.long_tail",
        *[f"--condition={n}={p}" for n, p in paths.items()],
+       f"--ranks=probe={tmp_path / 'ranks.json'}",
        f"--image_concepts={tmp_path / 'images.json'}", f"--concepts={tmp_path / 'classes.txt'}",
        f"--stats={tmp_path / 'stats.json'}", "--bucket_source=cc12m", "--compare=cc3m,cc12m",
        f"--output_dir={out}"], capture_output=True, text=True, timeout=120)
   assert result.returncode == 0, result.stderr[-3000:]
   report = json.loads((out / "long_tail.json").read_text())
   assert report["by_bucket"]["cc12m"][3]["bucket"] == "100-999"
-  assert "| 10-99 | 0.0 | 100.0 | 3 |" in (out / "long_tail.md").read_text()
+  # cc3m, cc12m, then the probe: bagpipes (c) of the three 10-99 pairs at rank 1.
+  assert "| 10-99 | 0.0 | 100.0 | 33.3 | 3 |" in (out / "long_tail.md").read_text()
   assert (out / "long_tail.png").read_bytes()[:4] == b"\x89PNG"

@@ -2,7 +2,8 @@
 
 Runs the suite (`python -m cc12m_jax.experiments`, unfinished stages only) in
 `--workdir`, then reads every stage's marker (`stage.json`: seconds from
-start to finish of its `cc12m_jax.main` subprocess) and prints each stage's
+start to finish of its `cc12m_jax.main` subprocess, summed over the attempts
+of a training stage that was interrupted and resumed) and prints each stage's
 time (mean over seeds), the suite's time per seed, the elapsed time from the
 first stage's start to the last stage's end (less than the sum when the
 runner ran stages side by side, `--parallel`, and meaningful when one runner
@@ -72,7 +73,8 @@ def main() -> None:
     seconds[run.stage.key].append(float(marker["seconds"]))
     per_seed[run.seed] += float(marker["seconds"])
     end = datetime.datetime.fromisoformat(marker["finished"]).timestamp()
-    spans.append((end - float(marker["seconds"]), end))
+    last_attempt = marker.get("attempt_seconds", [marker["seconds"]])[-1]
+    spans.append((end - float(last_attempt), end))
   if missing:
     raise SystemExit(f"{len(missing)} stage(s) unfinished, e.g. {missing[:3]}; run without "
                      "--norun")

@@ -52,6 +52,8 @@ from cc12m_jax.experiments import commands, scores, validation
 from cc12m_jax.experiments.suite import Stage, Suite, SuiteError
 
 MARKER, LOG = "stage.json", "stage.log"
+# A training stage's unfinished attempts (seconds each), summed into its marker.
+ATTEMPTS = "attempts.json"
 LOCAL_LOGS = os.path.join(tempfile.gettempdir(), "cc12m_experiments_logs")
 
 
@@ -188,6 +190,19 @@ def log_path(run: StageRun) -> str:
   return os.path.join(LOCAL_LOGS, run.directory.split("://", 1)[1].lstrip("/"), LOG)
 
 
+def _attempts(run: StageRun) -> list[float]:
+  """Seconds of a training stage's earlier, unfinished attempts (ATTEMPTS file)."""
+  path = epath.Path(run.directory) / ATTEMPTS
+  return [float(s) for s in json.loads(path.read_text())] if path.exists() else []
+
+
+def _record_attempt(run: StageRun, seconds: float) -> None:
+  """Adds an unfinished training attempt's seconds; an evaluation starts afresh,
+  so its lost attempts are no part of what it costs."""
+  if run.stage.is_training:
+    (epath.Path(run.directory) / ATTEMPTS).write_text(json.dumps(_attempts(run) + [seconds]))
+
+
 def _write_marker(run: StageRun, marker: dict[str, Any]) -> None:
   path = epath.Path(run.directory) / MARKER
   tmp = epath.Path(run.directory) / (MARKER + ".tmp")
@@ -251,7 +266,9 @@ def _start(run: StageRun, launcher: Sequence[str], python: str) -> _Started:
 def _finish(started: _Started, terminated: bool) -> dict[str, Any]:
   """The finished stage's marker, written; StageFailed when it did not finish."""
   run, returncode = started.run, started.process.returncode
+  seconds = round(time.time() - started.started, 1)
   if returncode != 0 or terminated:
+    _record_attempt(run, seconds)
     why = "was terminated" if terminated else f"exited with {returncode}"
     raise StageFailed(f"stage {run.name} {why}; log {started.log_file}, last lines:\n"
                       + _tail(started.log_file))
@@ -260,13 +277,20 @@ def _finish(started: _Started, terminated: bool) -> dict[str, Any]:
       "inputs": started.inputs, "data": started.data, "args": list(run.args),
       "command": started.argv, "log": started.log_file,
       "finished": datetime.datetime.now().isoformat(timespec="seconds"),
-      "seconds": round(time.time() - started.started, 1)}
+      "seconds": seconds}
   if run.stage.is_training:
     step = latest_step(run.directory)
     if step != run.final_step:
+      _record_attempt(run, seconds)
       raise StageFailed(f"stage {run.name} exited at step {step} of {run.final_step} "
                         "(preempted?); run the suite again to resume it")
     marker["step"] = step
+    # A resumed training's time is that of all its attempts (what it costs
+    # uninterrupted, give or take the steps redone since the last checkpoint);
+    # the last attempt alone is when it ran.
+    attempts = _attempts(run) + [seconds]
+    marker["attempt_seconds"] = attempts
+    marker["seconds"] = round(sum(attempts), 1)
   else:
     marker["outputs"] = _outputs(run)
   _write_marker(run, marker)

@@ -95,7 +95,12 @@ def test_finished_stages_are_skipped_and_a_killed_stage_resumes(tiny_world, tmp_
   assert log.count("=== ") == 2  # one header per attempt
   assert lines[0].startswith("[run]  a/ic_pretrain (seed 0) (resuming)")
   with open(marker(pretrain)) as f:
-    assert json.load(f)["step"] == tiny_suite.STEPS
+    finished = json.load(f)
+  assert finished["step"] == tiny_suite.STEPS
+  # Its time is both attempts': the killed one counts, as it would uninterrupted.
+  first, second = finished["attempt_seconds"]
+  assert first > 0 and second > 0
+  assert finished["seconds"] == pytest.approx(first + second, abs=0.11)
   with open(marker(evaluate)) as f:
     evaluated = json.load(f)
   assert evaluated["inputs"] == {"a/ic_pretrain": json.load(open(marker(pretrain)))["run_id"]}

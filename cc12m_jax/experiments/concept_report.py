@@ -8,6 +8,8 @@ retrieval.json), of the caption queries whose image shows the concept, how
 often is that image ranked first? That is the paper's long-tail claim concept by concept,
 and where a condition loses a concept (never learned in pre-training, erased
 by fine-tuning, never decoded) shows as a bucket, not as one CIDEr figure.
+Decoded captions cannot tell "never learned" from "never decoded"; the naming
+probe (evaluation/naming_probe.py, `long_tail --ranks`) can, on any checkpoint.
 
   * Which concepts an image shows: `<data_dir>/<report source>/concepts.json`,
     which the synthetic world writes. Real data has no such file; the report

@@ -159,7 +159,7 @@ def _eval(config: ml_collections.ConfigDict) -> None:
   _require(e.selection_mode in selection.MODES, "eval.selection_mode",
            f"{e.selection_mode!r} is not one of {selection.MODES}.")
   _require(e.checkpoint_step >= -1, "eval.checkpoint_step", "must be >= 0, or -1 (latest).")
-  if kind_name == "naming":
+  if kind_name == naming_probe.NAME:
     try:
       naming_probe.parse_prefixes(e.naming_prefixes)
     except ValueError as ex:

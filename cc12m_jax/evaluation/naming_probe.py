@@ -47,6 +47,9 @@ from cc12m_jax.data.text import special_tokens
 from cc12m_jax.evaluation import long_tail, nocaps
 
 CONCEPTS_FILE = "concepts.json"
+# Its key in evaluation/registry.py (config.eval.evaluator).
+NAME = "naming"
+RANKS_FILE = "ranks.json"
 KS = (1, 5)
 # Decoder rows (image x candidate) per jitted call: logits are [rows, K, V]
 # float32 (K: the longest name's pieces), ~130 MB at rows 2,048, K 4, V 4k.
@@ -150,7 +153,7 @@ class NamingProbeResult(evaluator_lib.EvalResult):
                          for reason, count in info["num_skipped"].items()})
 
   def write(self, directory: str) -> dict[str, str]:
-    paths = {"ranks": os.path.join(directory, "ranks.json"),
+    paths = {"ranks": os.path.join(directory, RANKS_FILE),
              "report": os.path.join(directory, "report.json"),
              "markdown": os.path.join(directory, "report.md")}
     with open(paths["ranks"], "w") as f:

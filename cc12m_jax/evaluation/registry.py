@@ -43,7 +43,7 @@ EVALUATORS: dict[str, EvaluatorKind] = {
     "captioning": EvaluatorKind(captioner_eval.CaptionEvaluator, captioner_eval.metric_names,
                                 ("ic",)),
     # Teacher-forced ranking of every concept's name (evaluation/naming_probe.py).
-    "naming": EvaluatorKind(naming_probe.NamingProbeEvaluator, naming_probe.metric_names,
+    naming_probe.NAME: EvaluatorKind(naming_probe.NamingProbeEvaluator, naming_probe.metric_names,
                             ("ic",)),
     "retrieval": EvaluatorKind(retrieval_eval.RetrievalEvaluator, retrieval_eval.metric_names,
                                ("vlm",)),

@@ -9,7 +9,9 @@ often is that image ranked first? That is the paper's long-tail claim concept by
 and where a condition loses a concept (never learned in pre-training, erased
 by fine-tuning, never decoded) shows as a bucket, not as one CIDEr figure.
 Decoded captions cannot tell "never learned" from "never decoded"; the naming
-probe (evaluation/naming_probe.py, `long_tail --ranks`) can, on any checkpoint.
+probe (evaluation/naming_probe.py) can, on any checkpoint: a suite's
+`long_tail.probes` are naming-probe evaluate stages, reported beside the rows
+with a pair named when the probe ranks its concept first.
 
   * Which concepts an image shows: `<data_dir>/<report source>/concepts.json`,
     which the synthetic world writes. Real data has no such file; the report
@@ -52,8 +54,8 @@ def image_concepts_path(suite: Suite, data_dir: str) -> epath.Path:
 
 def why_not(suite: Suite, data_dir: str) -> str:
   """'' when the report can be made; otherwise the reason it is skipped."""
-  if not suite.long_tail_rows:
-    return "the suite names no long_tail rows"
+  if not suite.long_tail_rows and not suite.long_tail_probes:
+    return "the suite names no long_tail rows or probes"
   if not image_concepts_path(suite, data_dir).exists():
     return (f"{image_concepts_path(suite, data_dir)} does not exist (only the synthetic world "
             "knows what each image shows; for real data run cc12m_jax.evaluation.long_tail "
@@ -85,6 +87,10 @@ def _run_recall(directory: epath.Path, image_concepts: Mapping[str, set[str]],
                 matcher: concepts_lib.ConceptMatcher
                 ) -> tuple[str, dict[str, long_tail.ConceptRecall]]:
   """(measure, per-concept recall) of one evaluation's output directory."""
+  if (directory / scores.RANKS_FILE).exists():
+    # The naming probe: named when ranked first among the inventory's names.
+    ranks = json.loads((directory / scores.RANKS_FILE).read_text())
+    return long_tail.NAMING, long_tail.per_concept_rank_recall(ranks, image_concepts)
   if (directory / scores.RETRIEVAL_FILE).exists():
     per_query = json.loads((directory / scores.RETRIEVAL_FILE).read_text())["per_query"]
     return long_tail.RETRIEVAL, long_tail.per_concept_retrieval(
@@ -97,12 +103,12 @@ def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
                 image_concepts: Mapping[str, set[str]], matcher: concepts_lib.ConceptMatcher
                 ) -> tuple[str, dict[str, dict[str, long_tail.ConceptRecall]],
                            dict[str, list[int]]]:
-  """(measure, {row key: per-concept recall pooled over the seeds whose
-  evaluation exists}, {row key: those seeds}); rows that caption and rows that
-  retrieve do not mix."""
+  """(measure, {row or probe key: per-concept recall pooled over the seeds
+  whose evaluation exists}, {key: those seeds}); rows that caption and rows
+  that retrieve do not mix."""
   out, measures, pooled_seeds = {}, {}, {}
-  for key in suite.long_tail_rows:
-    row = suite.row(key)
+  for key in suite.long_tail_rows + tuple(p.key for p in suite.long_tail_probes):
+    row = suite.long_tail_entry(key)
     stage = suite.stage(f"{row.condition}/{row.stage}")
     runs = []
     for seed in seeds:

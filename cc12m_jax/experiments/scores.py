@@ -7,6 +7,8 @@ clears `eval/` before a stage runs, so there is one step per source):
                   {metric: {image_id: value}}, "image_domains" {image_id: domain}
   retrieval.json  retrieval: "metrics" {...}, "per_query" {"image_retrieval":
                   {"image_id": [...], "rank": [...]}}
+  ranks.json      the naming probe (evaluation/naming_probe.py), beside its
+                  report.json of "scores" {group: {metric: value}}
 
 For the paired bootstrap a metric is a ratio over units (images):
 `sum(num) / sum(den)` over the images of the table cell.
@@ -34,9 +36,10 @@ from typing import Any
 import numpy as np
 from etils import epath
 
-from cc12m_jax.evaluation import nocaps
+from cc12m_jax.evaluation import naming_probe, nocaps
 
 CAPTION_FILE, RETRIEVAL_FILE = "report.json", "retrieval.json"
+RANKS_FILE = naming_probe.RANKS_FILE
 
 
 class NoUnitScores(ValueError):
@@ -49,13 +52,15 @@ class Output:
   source: str
   step: int
   path: str
-  kind: str                    # 'captioning' or 'retrieval'
+  kind: str                    # 'captioning', 'retrieval' or 'naming'
   metrics: dict[str, float]    # '<group>/<metric>' as the evaluator reports it
   data: dict[str, Any]
 
   @property
   def units(self) -> tuple[list[str], list[str]]:
     """(image ids, their strata), ids sorted: the same order for every stage."""
+    if self.kind == "naming":
+      raise NoUnitScores(f"{self.path}: the naming probe's metrics have no per-image units")
     if self.kind == "captioning":
       domains = self.data.get("image_domains")
       if domains is None:
@@ -89,7 +94,8 @@ def read(stage_dir: str, source: str) -> Output:
   if (directory / CAPTION_FILE).exists():
     path = directory / CAPTION_FILE
     data = json.loads(path.read_text())
-    return Output(source, step, str(path), "captioning", nocaps.flatten_scores(data), data)
+    kind = "naming" if (directory / RANKS_FILE).exists() else "captioning"
+    return Output(source, step, str(path), kind, nocaps.flatten_scores(data), data)
   path = directory / RETRIEVAL_FILE
   if not path.exists():
     raise FileNotFoundError(f"{directory} has neither {CAPTION_FILE} nor {RETRIEVAL_FILE}")

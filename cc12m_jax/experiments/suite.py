@@ -19,6 +19,11 @@ ml_collections ConfigDict:
                            into the paper's (100 for CIDEr)
   claims                   [{text, column, chain}] or [{text, column, low,
                            high, larger, smaller}] (cc12m_jax/experiments/orderings.py)
+  long_tail                the per-concept report (experiments/concept_report.py):
+                           rows (row keys), probes ([{key, label, condition,
+                           stage}]: naming-probe evaluations, which have no
+                           table cell), compare (['before,after'] among rows
+                           and probes), bucket_source, bucket_edges
 
 A stage runs `python -m cc12m_jax.main --config=<config> --config.mode=<mode>`
 with `overrides` ({section: {key: value}}) and
@@ -137,6 +142,9 @@ class Suite:
   # it covers, (before, after) row pairs whose most gained and lost concepts it
   # lists, and the pre-training source whose concept counts make its buckets.
   long_tail_rows: tuple[str, ...] = ()
+  # Naming-probe evaluations in the report beside the rows (no table cells):
+  # whether pre-training learned a name, whatever the rows decode.
+  long_tail_probes: tuple[Row, ...] = ()
   long_tail_compare: tuple[tuple[str, str], ...] = ()
   long_tail_bucket_source: str = "cc12m"
   long_tail_bucket_edges: tuple[int, ...] = ()  # () = evaluation/long_tail.BUCKET_EDGES
@@ -153,6 +161,13 @@ class Suite:
 
   def row(self, key: str) -> Row:
     for r in self.rows:
+      if r.key == key:
+        return r
+    raise KeyError(key)
+
+  def long_tail_entry(self, key: str) -> Row:
+    """A row or probe of the long-tail report."""
+    for r in self.rows + self.long_tail_probes:
       if r.key == key:
         return r
     raise KeyError(key)
@@ -308,7 +323,10 @@ def from_config(cfg: ml_collections.ConfigDict) -> Suite:
       rows=rows, columns=columns, claims=tuple(claims),
       bootstrap_samples=int(boot.get("samples", 1000)), bootstrap_seed=int(boot.get("seed", 0)),
       confidence=float(boot.get("confidence", 0.95)),
-      long_tail_rows=tuple(tail.get("rows", ())), long_tail_compare=tuple(compare),
+      long_tail_rows=tuple(tail.get("rows", ())),
+      long_tail_probes=tuple(Row(p.key, p.get("label", p.key), p.condition, p.stage, p.key)
+                             for p in tail.get("probes", ())),
+      long_tail_compare=tuple(compare),
       long_tail_bucket_source=tail.get("bucket_source", "cc12m"),
       long_tail_bucket_edges=tuple(int(e) for e in tail.get("bucket_edges", ())))
   _check_table(suite)
@@ -340,15 +358,31 @@ def _check_table(suite: Suite) -> None:
         raise SuiteError(f"{where}: stage {stage.key} selects its checkpoint on "
                          f"{column.source!r}, so that split cannot be reported")
   rows, columns = {r.key for r in suite.rows}, {c.key for c in suite.columns}
+  probes = {p.key for p in suite.long_tail_probes}
+  for p in suite.long_tail_probes:
+    where = f"suite.long_tail.probes: {p.key!r}"
+    if p.key in rows:
+      raise SuiteError(f"{where} is also a row key; a probe has its own key")
+    try:
+      stage = suite.stage(f"{p.condition}/{p.stage}")
+    except KeyError:
+      raise SuiteError(f"{where}: no stage {p.condition}/{p.stage}") from None
+    if stage.mode != "evaluate":
+      raise SuiteError(f"{where}: stage {stage.key} is not an evaluate stage")
+  if len(probes) != len(suite.long_tail_probes):
+    raise SuiteError("suite.long_tail.probes: probe keys repeat")
   for r in suite.long_tail_rows + tuple(r for pair in suite.long_tail_compare for r in pair):
-    if r not in rows:
-      raise SuiteError(f"suite.long_tail: no row {r!r} (rows: {sorted(rows)})")
-    if suite.report_source not in suite.stage(f"{suite.row(r).condition}/{suite.row(r).stage}"
-                                              ).sources:
-      raise SuiteError(f"suite.long_tail: row {r!r} does not evaluate {suite.report_source!r}")
+    if r not in rows | probes:
+      raise SuiteError(f"suite.long_tail: no row or probe {r!r} (rows: {sorted(rows)}, "
+                       f"probes: {sorted(probes)})")
+  for r in suite.long_tail_rows + tuple(sorted(probes)):
+    entry = suite.long_tail_entry(r)
+    if suite.report_source not in suite.stage(f"{entry.condition}/{entry.stage}").sources:
+      raise SuiteError(f"suite.long_tail: {r!r} does not evaluate {suite.report_source!r}")
   for pair in suite.long_tail_compare:
-    if not set(pair) <= set(suite.long_tail_rows):
-      raise SuiteError(f"suite.long_tail.compare: {pair} must be among long_tail.rows")
+    if not set(pair) <= set(suite.long_tail_rows) | probes:
+      raise SuiteError(f"suite.long_tail.compare: {pair} must be among long_tail.rows "
+                       "and long_tail.probes")
   edges = suite.long_tail_bucket_edges
   if edges and (edges[0] != 0 or any(b <= a for a, b in zip(edges, edges[1:]))):
     raise SuiteError(f"suite.long_tail.bucket_edges: {list(edges)} must be increasing "

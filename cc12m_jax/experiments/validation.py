@@ -23,6 +23,7 @@ from etils import epath
 
 from cc12m_jax import config_rules
 from cc12m_jax.data import metadata
+from cc12m_jax.evaluation import naming_probe
 from cc12m_jax.experiments import commands
 from cc12m_jax.experiments.suite import Suite, SuiteError
 from cc12m_jax.objectives import moc
@@ -87,6 +88,12 @@ def data_problems(stage_key: str, config: ml_collections.ConfigDict) -> list[str
                       f"python -m cc12m_jax.data.clusters --data_dir={data_dir} "
                       f"--source={epath.Path(centroids).parent.name} "
                       "(docs/objectives.md)")
+  if config.mode == "evaluate" and config.eval.evaluator == naming_probe.NAME:
+    for source in _sources(config.data.eval_sources):
+      if not (epath.Path(data_dir) / source / naming_probe.CONCEPTS_FILE).exists():
+        problems.append(f"stage {stage_key} runs the naming probe on {source!r}, but "
+                        f"{data_dir}/{source} has no {naming_probe.CONCEPTS_FILE} (which "
+                        "concepts each image shows; the synthetic world writes it)")
   if config.eval.references and _evaluates(config) and not epath.Path(
       config.eval.references).exists():
     problems.append(f"stage {stage_key}: config.eval.references={config.eval.references} "
@@ -115,6 +122,18 @@ def checkpoint_problems(suite: Suite, configs: dict[str, ml_collections.ConfigDi
   return problems
 
 
+def probe_problems(suite: Suite, configs: dict[str, ml_collections.ConfigDict]) -> list[str]:
+  """A long-tail probe must be a naming-probe evaluation: only it writes ranks."""
+  problems = []
+  for probe in suite.long_tail_probes:
+    key = f"{probe.condition}/{probe.stage}"
+    if key in configs and configs[key].eval.evaluator != naming_probe.NAME:
+      problems.append(f"suite.long_tail.probes: {probe.key!r} reads stage {key}, whose "
+                      f"config.eval.evaluator is {configs[key].eval.evaluator!r}, not "
+                      f"{naming_probe.NAME!r}")
+  return problems
+
+
 def check(suite: Suite, workdir: str, *, check_data: bool = True
           ) -> dict[str, ml_collections.ConfigDict]:
   """{stage key: config (seed 0)}; SuiteError listing every problem found."""
@@ -130,6 +149,7 @@ def check(suite: Suite, workdir: str, *, check_data: bool = True
     if check_data:
       problems += data_problems(stage.key, config)
   problems += checkpoint_problems(suite, configs)
+  problems += probe_problems(suite, configs)
   if problems:
     raise SuiteError(f"suite {suite.name} ({suite.size}) cannot run:\n  " + "\n  ".join(problems))
   return configs

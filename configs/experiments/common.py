@@ -140,6 +140,17 @@ def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}
   return stage(config or "configs/cc12m.py", "evaluate", checkpoint_dir=of, sources=sources)
 
 
+def ic_probe(of: str = "ic_pretrain", sources: str = "{report_source}",
+             config: str = "configs/synthetic_pretrain.py") -> ConfigDict:
+  """The naming probe (evaluation/naming_probe.py) on the latest checkpoint of `of`:
+  does the model know each shown concept's name, whatever it decodes. Synthetic
+  size only: it needs the concepts.json that the synthetic world writes. The
+  empty prefix scores a name at the caption's start, where CC12M- and
+  CC3M-style captions both put it most often."""
+  return stage(config, "evaluate", checkpoint_dir=of, sources=sources,
+               eval={"evaluator": "naming", "naming_prefixes": ""})
+
+
 def ic_finetune(size: str, of: str = "ic_pretrain", source: str = "coco_train",
                 steps: int = 0, checkpoint_every: int = 0) -> ConfigDict:
   """COCO-style fine-tuning that keeps every checkpoint for step selection.

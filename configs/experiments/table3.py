@@ -31,6 +31,8 @@ def get_config(size: str = "synthetic"):
                           "ic_zero_shot": common.ic_as_is(size),
                           "ic_finetune": common.ic_finetune(size),
                           "ic_evaluate": common.ic_evaluate(size)}
+    if size == "synthetic":
+      c.conditions[name].ic_probe = common.ic_probe()
   c.rows = [common.row("scratch", "From scratch (COCO only)", "scratch", "ic_evaluate")]
   c.rows += [common.row(f"{n}_zs", f"{LABELS[n]} zero-shot", n, "ic_zero_shot")
              for n in PRETRAINING]
@@ -41,12 +43,17 @@ def get_config(size: str = "synthetic"):
                                          ("out", "out", "out-domain"),
                                          ("overall", "overall", "overall"))]
   # Naming recall by concept frequency in CC12M: where the out-of-domain gain
-  # (or loss) comes from, concept by concept. The zero-shot rows say whether
-  # pre-training learned a name that a fine-tuned row lacks, or fine-tuning
-  # erased it.
+  # (or loss) comes from, concept by concept. The probes say whether
+  # pre-training learned a name; the zero-shot rows whether it is decoded; the
+  # fine-tuned rows whether fine-tuning kept it.
   c.long_tail = {"rows": ["scratch", "cc3m_zs", "cc12m_zs", "cc3m_cc12m_zs",
                           "cc3m_ft", "cc12m_ft", "cc3m_cc12m_ft"],
                  "compare": ["cc3m_ft,cc12m_ft", "cc12m_ft,cc3m_cc12m_ft"],
+                 # Learned in pre-training, whatever is decoded: the naming probe
+                 # on each pre-trained model (the world knows what images show).
+                 "probes": ([common.row(f"{n}_probe", f"{LABELS[n]} pre-trained, naming probe",
+                                        n, "ic_probe") for n in PRETRAINING]
+                            if size == "synthetic" else []),
                  "bucket_source": "cc12m",
                  "bucket_edges": LONG_TAIL_EDGES[size]}
   c.claims = [

@@ -114,7 +114,7 @@ def test_without_image_concepts_the_report_is_skipped_saying_why(tmp_path):
 
 
 def test_long_tail_rows_must_exist_and_evaluate_the_reported_split(tmp_path):
-  with pytest.raises(suite_lib.SuiteError, match="long_tail: no row 'z'"):
+  with pytest.raises(suite_lib.SuiteError, match="long_tail: no row or probe .z."):
     _suite(str(tmp_path), rows=["a", "z"])
   with pytest.raises(suite_lib.SuiteError, match="must be among long_tail.rows"):
     _suite(str(tmp_path), rows=["a"], compare=["a,b"])
@@ -178,3 +178,80 @@ def test_a_report_does_not_mix_captioning_and_retrieval_rows(tmp_path):
   with pytest.raises(KeyError, match=r"1 image\(s\) have no retrieval query, e.g. \['3'\]"):
     concept_report.make(_suite(data_dir, rows=["a"]), workdir, [0], data_dir,
                         _training_configs(), str(tmp_path / "out"))
+
+
+def _write_ranks(workdir: str, stage_key: str, seed: int, ranks: dict) -> None:
+  directory = os.path.join(commands.stage_dir(workdir, stage_key, seed), "eval", "nocaps_val",
+                           "step_7")
+  os.makedirs(directory)
+  with open(os.path.join(directory, "ranks.json"), "w") as f:
+    json.dump(ranks, f)
+
+
+def _probe(key: str, condition: str) -> dict:
+  return common.row(key, f"{condition} probe", condition, "probe")
+
+
+def _suite_with_probes(data_dir: str, **long_tail) -> suite_lib.Suite:
+  c = common.suite("fixture", "Fixture", "synthetic", report_source="nocaps_val",
+                   selection_source="coco_val", selection_metric="overall/CIDEr")
+  c.data_dir = data_dir
+  c.paper_table = ""
+  for name in ("a", "b"):
+    c.conditions[name] = {"pre": common.stage("configs/synthetic_pretrain.py", "pretrain"),
+                          "ev": common.ic_evaluate("synthetic", of="pre"),
+                          "probe": common.ic_probe(of="pre")}
+  c.rows = [common.row("a", "A", "a", "ev"), common.row("b", "B", "b", "ev")]
+  c.columns = [common.column("overall", "overall", "nocaps_val", "overall/CIDEr", 100.0)]
+  c.long_tail = long_tail or {"rows": ["a"], "probes": [_probe("a_probe", "a")],
+                              "compare": ["a_probe,a"], "bucket_source": "cc12m"}
+  return suite_lib.from_config(c)
+
+
+def test_probes_report_rank_1_naming_beside_the_decoded_rows(tmp_path):
+  data_dir = _world(tmp_path)
+  suite = _suite_with_probes(data_dir)
+  workdir = str(tmp_path / "w")
+  directory = os.path.join(commands.stage_dir(workdir, "a/ev", 0), "eval", "nocaps_val", "step_5")
+  os.makedirs(directory)
+  with open(os.path.join(directory, "predictions.json"), "w") as f:
+    json.dump([{"image_id": i, "caption": c} for i, c in PREDICTIONS[("a", 0)].items()], f)
+  # The probe knows dog in image 1 (rank 1), not in image 2 (rank 3); kite and
+  # zebra at rank 1: a name is known where the decoded caption lacks it (zebra).
+  _write_ranks(workdir, "a/probe", 0, {"1": {"dog": 1}, "2": {"dog": 3, "kite": 1},
+                                       "3": {"zebra": 1}})
+  report = concept_report.make(suite, workdir, [0], data_dir, _training_configs(),
+                               str(tmp_path / "out"))
+  probe = {r["bucket"]: (r["named"], r["pairs"]) for r in report["by_bucket"]["a_probe"]}
+  assert probe == {"0": (1, 1), "1-9": (1, 2), "10-99": (1, 1), "100-999": (0, 0),
+                   "1000+": (0, 0)}
+  decoded = {r["bucket"]: (r["named"], r["pairs"]) for r in report["by_bucket"]["a"]}
+  assert decoded == {"0": (1, 1), "1-9": (1, 2), "10-99": (0, 1), "100-999": (0, 0),
+                     "1000+": (0, 0)}
+  # From the probe to the decoded caption, zebra is lost: learned, not decoded.
+  assert [(r["concept"], r["delta"]) for r in report["comparisons"]["a_probe->a"]["lost"]] == [
+      ("zebra", -1.0)]
+  assert report["seeds_by_row"] == {"a": [0], "a_probe": [0]}
+  # A shown pair without a rank is an error naming it, not a miss.
+  shutil.rmtree(commands.stage_dir(workdir, "a/probe", 0))
+  _write_ranks(workdir, "a/probe", 0, {"1": {"dog": 1}, "2": {"dog": 3}, "3": {"zebra": 1}})
+  with pytest.raises(KeyError, match="image '2', concept 'kite': no rank"):
+    concept_report.make(suite, workdir, [0], data_dir, _training_configs(),
+                        str(tmp_path / "out"))
+
+
+def test_probes_must_name_evaluate_stages_of_the_reported_split_under_their_own_keys(tmp_path):
+  data_dir = str(tmp_path)
+  with pytest.raises(suite_lib.SuiteError, match="'a' is also a row key"):
+    _suite_with_probes(data_dir, rows=["a"], probes=[_probe("a", "a")])
+  with pytest.raises(suite_lib.SuiteError, match="'p': no stage c/probe"):
+    _suite_with_probes(data_dir, rows=["a"], probes=[_probe("p", "c")])
+  with pytest.raises(suite_lib.SuiteError, match="probe keys repeat"):
+    _suite_with_probes(data_dir, probes=[_probe("p", "a"), _probe("p", "b")])
+  with pytest.raises(suite_lib.SuiteError, match="'p': stage a/pre is not an evaluate stage"):
+    _suite_with_probes(data_dir, probes=[common.row("p", "P", "a", "pre")])
+  with pytest.raises(suite_lib.SuiteError, match="no row or probe 'q'"):
+    _suite_with_probes(data_dir, probes=[_probe("p", "a")], compare=["p,q"])
+  # A report of probes only is a report; without concepts.json it says why not.
+  assert "concepts.json does not exist" in concept_report.why_not(
+      _suite_with_probes(data_dir, probes=[_probe("p", "a")]), data_dir)

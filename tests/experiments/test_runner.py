@@ -15,7 +15,8 @@ import time
 import numpy as np
 import pytest
 
-from cc12m_jax.experiments import commands, runner, suite as suite_lib, validation
+from cc12m_jax.experiments import (commands, concept_report, runner, suite as suite_lib,
+                                   validation)
 from configs.experiments import common
 from tests.experiments import tiny_suite
 from tests.experiments.conftest import REPO_ROOT
@@ -268,7 +269,7 @@ def test_dry_run_prints_stages_after_their_inputs_selecting_on_the_held_out_spli
   runner.execute(runs, dry_run=True)
   out = capsys.readouterr().out.splitlines()
   headers = [line for line in out if line.startswith("# ") and "(seed" in line]
-  assert len(headers) == 28  # 14 stages x 2 seeds
+  assert len(headers) == 34  # 17 stages (3 of them naming probes) x 2 seeds
   seen = []
   for header in headers:
     key, seed = re.match(r"# (\S+) \(seed (\d)\)", header).groups()
@@ -291,7 +292,7 @@ def test_first_seed_runs_only_the_seeds_from_it(tmp_path):
   assert out.returncode == 0, out.stderr[-3000:]
   headers = [line for line in out.stdout.splitlines() if line.startswith("# ") and "(seed" in line]
   assert sorted({re.search(r"\(seed (\d+)\)", h).group(1) for h in headers}) == ["1", "2"]
-  assert len(headers) == 28  # 14 stages x 2 seeds
+  assert len(headers) == 34  # 17 stages (3 of them naming probes) x 2 seeds
   assert f"{tmp_path}/runs/cc12m/seed_2/ic_pretrain" in out.stdout
   assert "seed_0" not in out.stdout
 
@@ -369,3 +370,56 @@ def test_launcher_prefixes_the_command_or_takes_it_where_it_says():
   assert ssh[:2] == ["ssh", "host"] and len(ssh) == 3
   assert ssh[2].startswith("cd /repo && python3 -m cc12m_jax.main --config=configs/")
   assert "--config.data.data_dir=/data" in ssh[2]
+
+
+def _probe_suite(data_dir: str, evaluator: str = "naming") -> suite_lib.Suite:
+  config = tiny_suite.get_config("a")
+  config.data_dir = data_dir
+  config.conditions.a.ic_pretrain.overrides.train.num_train_steps = 4
+  probe = common.ic_probe()
+  probe.overrides.update({k: v for k, v in tiny_suite.TINY.items() if k != "decode"})
+  probe.overrides.synthetic = {"num_concepts": 40}  # the tiny world's inventory
+  probe.overrides.eval.evaluator = evaluator
+  config.conditions.a.ic_probe = probe
+  config.long_tail = {"rows": ["a_zs"], "probes": [common.row("a_probe", "A probe", "a",
+                                                              "ic_probe")]}
+  return suite_lib.from_config(config)
+
+
+def test_a_probe_stage_runs_the_naming_probe_for_the_long_tail_report(tiny_world, tmp_path,
+                                                                       monkeypatch):
+  monkeypatch.chdir(REPO_ROOT)
+  monkeypatch.setenv("XLA_FLAGS", "--xla_force_host_platform_device_count=1")
+  suite = _probe_suite(tiny_world)
+  workdir = str(tmp_path / "work")
+  configs = validation.check(suite, workdir)
+  runner.execute(runner.plan(suite, workdir, [0], configs), echo=lambda _: None)
+  probe_dir = commands.stage_dir(workdir, "a/ic_probe", 0)
+  with open(os.path.join(probe_dir, runner.MARKER)) as f:
+    outputs = json.load(f)["outputs"]["nocaps_val"]
+  assert outputs["step"] == 4
+  ranks_file = os.path.join(os.path.dirname(outputs["path"]), "ranks.json")
+  with open(ranks_file) as f:
+    ranks = json.load(f)
+  with open(os.path.join(tiny_world, "nocaps_val", "concepts.json")) as f:
+    shown = json.load(f)
+  pairs = [(i, c) for i, concepts in shown.items() for c in concepts]
+  first = sum(ranks[i][c] == 1 for i, c in pairs)
+  assert outputs["metrics"]["overall/naming_R@1"] == pytest.approx(first / len(pairs))
+  report = concept_report.make(suite, workdir, [0], tiny_world, configs, str(tmp_path / "lt"))
+  probe_rows = report["by_bucket"]["a_probe"]
+  assert sum(r["pairs"] for r in probe_rows) == len(pairs)
+  assert sum(r["named"] for r in probe_rows) == first
+
+
+def test_a_probe_must_be_a_naming_evaluation_on_data_that_knows_what_images_show(
+    tiny_world, tmp_path):
+  with pytest.raises(suite_lib.SuiteError, match="'a_probe' reads stage a/ic_probe, whose "
+                     "config.eval.evaluator is 'captioning', not 'naming'"):
+    validation.check(_probe_suite(tiny_world, evaluator="captioning"), "/tmp/w")
+  data_dir = str(tmp_path / "world")
+  shutil.copytree(tiny_world, data_dir)
+  os.remove(os.path.join(data_dir, "nocaps_val", "concepts.json"))
+  with pytest.raises(suite_lib.SuiteError, match="stage a/ic_probe runs the naming probe on "
+                     "'nocaps_val', but .* has no concepts.json"):
+    validation.check(_probe_suite(data_dir), "/tmp/w")

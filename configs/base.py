@@ -263,6 +263,13 @@ def synthetic_config() -> ml_collections.ConfigDict:
   # is fixed by num_concepts first, so this knob moves CC3M's alone.
   c.cc3m_novel_keep = 0.2
   c.coco_novel_fraction = 0.17
+  # Appearance modes (data/synthetic/world.py): how many appearances each
+  # concept has, the share of a mode's prototype variance they all have in
+  # common, and the Zipf exponent of their frequencies. 1 = one appearance
+  # (the world before modes, byte for byte); docs/synthetic_world.md.
+  c.appearance_modes = 1
+  c.mode_shared = 0.5
+  c.mode_zipf_exponent = 1.0
   return c
 
 

@@ -316,3 +316,69 @@ def test_gallery_size_changes_only_its_split_and_later(tiny_world, tmp_path, spl
   for image_id, record in small.items():
     assert list(record.captions) == list(large[image_id].captions), image_id
     np.testing.assert_array_equal(record.region_features, large[image_id].region_features)
+
+
+def test_appearance_modes_change_features_and_tags_never_captions():
+  """Modes are drawn when an image is rendered, after its captions: every
+  source's captions (so every Table 9 count and caption statistic) are the
+  same with and without them, and the features are not."""
+  cfg = tiny_config().synthetic
+  plain = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed,
+                          zipf_exponent=cfg.zipf_exponent)
+  modal = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed,
+                          zipf_exponent=cfg.zipf_exponent, num_modes=4)
+  for spec, modal_spec in zip(generate_lib._source_specs(cfg, plain),
+                              generate_lib._source_specs(cfg, modal)):
+    for i in range(min(spec.num_records, 20)):
+      made = [s.make(w, i, generate_lib.image_rng(cfg.seed, spec.name, i))
+              for s, w in ((spec, plain), (modal_spec, modal))]
+      (scene, caps, domain, image_id, rng), (scene4, caps4, domain4, id4, rng4) = made
+      assert (scene, caps, domain, image_id) == (scene4, caps4, domain4, id4), spec.name
+      assert not np.array_equal(plain.render(scene, rng).region_features,
+                                modal.render(scene4, rng4).region_features)
+  # One mode is the world before modes: the concept's own prototype, no draw.
+  one = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed, num_modes=1)
+  np.testing.assert_array_equal(one.mode_protos[:, 0], one.concept_protos)
+  rng = np.random.default_rng(0)
+  state = rng.bit_generator.state
+  one.modes(world_lib.Scene([world_lib.Instance(0, 0)], 0), rng)
+  assert rng.bit_generator.state == state
+
+
+def test_appearance_modes_share_a_part_and_follow_their_frequencies():
+  world = world_lib.World(60, 256, 0, num_modes=6, mode_shared=0.4, mode_zipf_exponent=1.0)
+  protos = world.mode_protos / np.linalg.norm(world.mode_protos, axis=-1, keepdims=True)
+  cos = np.einsum("cmd,cnd->cmn", protos, protos)                   # [C, M, M]
+  off_diagonal = cos[:, ~np.eye(6, dtype=bool)]
+  assert abs(off_diagonal.mean() - 0.4) < 0.03        # the shared share of variance
+  other = np.einsum("md,nd->mn", protos[0], protos[1])  # modes of two concepts
+  assert abs(other.mean()) < 0.05
+  expected = (1 / np.arange(1, 7)) / (1 / np.arange(1, 7)).sum()
+  np.testing.assert_allclose(world.mode_frequencies, expected)
+  rng = np.random.default_rng(1)
+  scene = world_lib.Scene([world_lib.Instance(c, 0) for c in range(3)], 0)
+  drawn = np.bincount(np.concatenate([world.modes(scene, rng) for _ in range(4000)]),
+                      minlength=6) / 12000
+  np.testing.assert_allclose(drawn, expected, atol=0.015)
+  # A region is nearest its own mode's prototype among the concept's modes.
+  rendered_rng = np.random.default_rng(2)
+  hits = 0
+  for _ in range(200):
+    state = rendered_rng.bit_generator.state
+    modes = world.modes(scene, rendered_rng)
+    rendered_rng.bit_generator.state = state
+    rendered = world.render(scene, rendered_rng)
+    nearest = {(c, int((rendered.region_features @ world.mode_protos[c].T).argmax(1)[r]))
+               for r in range(len(rendered.region_features)) for c in range(3)}
+    hits += all((c, m) in nearest for c, m in enumerate(modes))
+  assert hits / 200 > 0.95
+
+
+def test_bad_mode_knobs_fail_before_writing(tmp_path):
+  for key, value in (("appearance_modes", 0), ("mode_shared", 1.5),
+                     ("mode_zipf_exponent", -1.0)):
+    cfg = tiny_config()
+    cfg.synthetic[key] = value
+    with pytest.raises(ValueError, match=f"{key} "):
+      generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
+  assert not os.path.exists(tmp_path / "w")

@@ -277,8 +277,16 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
         "config.synthetic: cc12m_context_words must be >= 0 (got "
         f"{syn.cc12m_context_words}), and web_vocab_size >= 1 when it is > 0 "
         f"(got {syn.web_vocab_size})")
+  if (syn.appearance_modes < 1 or not 0.0 <= syn.mode_shared <= 1.0
+      or syn.mode_zipf_exponent < 0):
+    raise ValueError(
+        "config.synthetic: appearance_modes must be >= 1 (got "
+        f"{syn.appearance_modes}), mode_shared in [0, 1] (got {syn.mode_shared}) "
+        f"and mode_zipf_exponent >= 0 (got {syn.mode_zipf_exponent})")
   world = world_lib.World(syn.num_concepts, syn.feature_dim, syn.seed,
-                          region_noise=syn.region_noise, zipf_exponent=syn.zipf_exponent)
+                          region_noise=syn.region_noise, zipf_exponent=syn.zipf_exponent,
+                          num_modes=syn.appearance_modes, mode_shared=syn.mode_shared,
+                          mode_zipf_exponent=syn.mode_zipf_exponent)
   summary = {"sources": {}, "concepts": len(world.concepts)}
   refs: dict[str, list] = {}
   specs = _source_specs(syn, world)

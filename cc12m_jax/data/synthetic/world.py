@@ -10,6 +10,19 @@ Its feature record mimics a detector's output:
                    confident-looking false positives.
 Prototypes are independent Gaussian vectors, so in D >= 64 they are nearly
 orthogonal and a model can tell every concept apart from its regions.
+
+Appearance modes (num_modes > 1): a real class varies within (sub-type, pose,
+part, viewpoint), and one that a model has seen in few images it recognizes
+only in the appearances those images showed. Each concept then has num_modes
+appearances with Zipfian frequencies (mode_zipf_exponent: a few typical
+views, a tail of unusual ones); mode m's prototype is
+  sqrt(mode_shared) * concept prototype + sqrt(1 - mode_shared) * own direction,
+so mode_shared is the share of a mode's variance that every appearance of the
+concept has in common (1: one appearance; 0: unrelated ones). Every source
+draws an instance's mode by the same frequencies; only how many images of a
+concept a source has decides how many of its appearances it shows. Modes are
+drawn when an image is rendered, after its captions: they change features and
+tags, never a caption.
 """
 import dataclasses
 
@@ -61,7 +74,13 @@ class World:
 
   def __init__(self, num_concepts: int, feature_dim: int, seed: int, *,
                region_noise: float = 0.5, max_regions: int = records.MAX_REGIONS,
-               max_tags: int = records.MAX_TAGS, zipf_exponent: float = 1.0):
+               max_tags: int = records.MAX_TAGS, zipf_exponent: float = 1.0,
+               num_modes: int = 1, mode_shared: float = 0.5,
+               mode_zipf_exponent: float = 1.0):
+    if num_modes < 1 or not 0.0 <= mode_shared <= 1.0 or mode_zipf_exponent < 0:
+      raise ValueError(f"appearance modes: num_modes >= 1 (got {num_modes}), 0 <= "
+                       f"mode_shared <= 1 (got {mode_shared}), mode_zipf_exponent >= 0 "
+                       f"(got {mode_zipf_exponent})")
     self.concepts = concepts_lib.build_inventory(num_concepts, seed,
                                                  zipf_exponent=zipf_exponent)
     self.feature_dim = feature_dim
@@ -79,6 +98,17 @@ class World:
         dom: np.array([i for i, c in enumerate(self.concepts)
                        if c.domain == dom], dtype=np.int64)
         for dom in concepts_lib.CONCEPT_DOMAINS}
+    self.num_modes = num_modes
+    # With one mode nothing below is drawn: the world is the one before modes.
+    self.mode_frequencies = np.ones(1)
+    self.mode_protos = self.concept_protos[:, None]                 # [C, 1, D]
+    if num_modes > 1:
+      weights = 1.0 / np.arange(1, num_modes + 1) ** mode_zipf_exponent
+      self.mode_frequencies = weights / weights.sum()               # [M]
+      own = np.random.default_rng([seed, 3]).normal(
+          size=(len(self.concepts), num_modes, d))                  # [C, M, D]
+      self.mode_protos = (np.sqrt(mode_shared) * self.concept_protos[:, None]
+                          + np.sqrt(1.0 - mode_shared) * own)       # [C, M, D]
 
   # ---------------------------------------------------------------- scenes --
   def sample_scene(self, rng: np.random.Generator, *,
@@ -103,12 +133,20 @@ class World:
     x1, y1 = rng.uniform(0.0, 1.0 - w), rng.uniform(0.0, 1.0 - h)
     return np.array([x1, y1, x1 + w, y1 + h])
 
+  def modes(self, scene: Scene, rng: np.random.Generator) -> list[int]:
+    """The appearance of each instance; no draw with one mode, so that the
+    world with one mode is byte for byte the one before modes."""
+    if self.num_modes == 1:
+      return [0] * len(scene.instances)
+    return [int(m) for m in rng.choice(self.num_modes, size=len(scene.instances),
+                                       p=self.mode_frequencies)]
+
   def render(self, scene: Scene, rng: np.random.Generator) -> Rendered:
     d = self.feature_dim
     feats, boxes = [], []
-    for inst in scene.instances:
+    for inst, mode in zip(scene.instances, self.modes(scene, rng)):
       for _ in range(int(rng.integers(1, 3))):  # 1-2 regions per instance
-        feats.append(self.concept_protos[inst.concept]
+        feats.append(self.mode_protos[inst.concept, mode]
                      + self.color_protos[inst.color]
                      + self.region_noise * rng.normal(size=d))
         boxes.append(self._box(rng, 0.25))

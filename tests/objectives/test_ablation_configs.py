@@ -34,9 +34,10 @@ def test_suites_validate_share_the_ic_row_with_table3_and_carry_the_paper_figure
   # The ic row is Table 3's CC12M condition: one command, run once per workdir.
   assert all(len(v) == 1 for v in commands_of.values())
   assert ("paper", "cc12m/ic_pretrain") in commands_of
-  # Table 3's 14 stages, then 3 new ones per new row: 8 in Table 11, 2 in Table 12,
-  # whose rows also evaluate their pre-trained captioners zero-shot (1 more each).
-  assert len([k for k in commands_of if k[0] == "synthetic"]) == 14 + 8 * 3 + 2 * 4
+  # Table 3's 17 stages (14 and its 3 naming probes), then 3 new ones per new row: 8
+  # in Table 11, 2 in Table 12, whose rows also evaluate their pre-trained captioners
+  # zero-shot (1 more each).
+  assert len([k for k in commands_of if k[0] == "synthetic"]) == 17 + 8 * 3 + 2 * 4
   assert ("synthetic", "ic_vlm/ic_zero_shot") in commands_of
   assert ("synthetic", "mlm_20/ic_zero_shot") not in commands_of  # mlm has no decoder
   assert paper.figure("table11", "mlm_20", "overall") == 76.8

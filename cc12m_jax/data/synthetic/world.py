@@ -21,8 +21,8 @@ so mode_shared is the share of a mode's variance that every appearance of the
 concept has in common (1: one appearance; 0: unrelated ones). Every source
 draws an instance's mode by the same frequencies; only how many images of a
 concept a source has decides how many of its appearances it shows. Modes are
-drawn when an image is rendered, after its captions: they change features and
-tags, never a caption.
+drawn when an image is rendered, after its captions: they change features,
+tags and image sizes, never a caption.
 """
 import dataclasses
 

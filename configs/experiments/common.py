@@ -140,15 +140,22 @@ def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}
   return stage(config or "configs/cc12m.py", "evaluate", checkpoint_dir=of, sources=sources)
 
 
+# Where the synthetic captions name an object: a CC12M-style alt-text at its start
+# or after "<PERSON> with a", a CC3M-style caption after "a" or "actor posing with
+# a". A model learns a name at the positions its captions put it, so a probe that
+# compares the two styles scores every name at all four, the best counting (a
+# probe at one style's positions under-reads the other's model: docs/results.md,
+# *the density and modes pilot*). Each prefix adds one probe's worth of time.
+PROBE_PREFIXES = ",a,<PERSON> with a,actor posing with a"
+
+
 def ic_probe(of: str = "ic_pretrain", sources: str = "{report_source}",
              config: str = "configs/synthetic_pretrain.py") -> ConfigDict:
   """The naming probe (evaluation/naming_probe.py) on the latest checkpoint of `of`:
   does the model know each shown concept's name, whatever it decodes. Synthetic
-  size only: it needs the concepts.json that the synthetic world writes. The
-  empty prefix scores a name at the caption's start, where CC12M- and
-  CC3M-style captions both put it most often."""
+  size only: it needs the concepts.json that the synthetic world writes."""
   return stage(config, "evaluate", checkpoint_dir=of, sources=sources,
-               eval={"evaluator": "naming", "naming_prefixes": ""})
+               eval={"evaluator": "naming", "naming_prefixes": PROBE_PREFIXES})
 
 
 def ic_finetune(size: str, of: str = "ic_pretrain", source: str = "coco_train",

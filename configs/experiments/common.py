@@ -145,7 +145,8 @@ def ic_as_is(size: str, of: str = "ic_pretrain", sources: str = "{report_source}
 # a". A model learns a name at the positions its captions put it, so a probe that
 # compares the two styles scores every name at all four, the best counting (a
 # probe at one style's positions under-reads the other's model: docs/results.md,
-# *the density and modes pilot*). Each prefix adds one probe's worth of time.
+# *Pilot: Table 9's ratios at 7-8x its densities*). Each prefix adds one probe's
+# worth of time.
 PROBE_PREFIXES = ",a,<PERSON> with a,actor posing with a"
 
 

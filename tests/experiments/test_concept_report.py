@@ -47,7 +47,8 @@ def _suite(data_dir: str, **long_tail) -> suite_lib.Suite:
   c.paper_table = ""
   for name in ("a", "b"):
     c.conditions[name] = {"pre": common.stage("configs/synthetic_pretrain.py", "pretrain"),
-                          "ev": common.ic_evaluate("synthetic", of="pre")}
+                          "ev": common.ic_evaluate("synthetic", of="pre"),
+                          "probe": common.ic_probe(of="pre")}
   c.rows = [common.row("a", "A", "a", "ev"), common.row("b", "B", "b", "ev")]
   c.columns = [common.column("overall", "overall", "nocaps_val", "overall/CIDEr", 100.0)]
   c.long_tail = long_tail or {"rows": ["a", "b"], "compare": ["a,b"], "bucket_source": "cc12m"}
@@ -193,19 +194,8 @@ def _probe(key: str, condition: str) -> dict:
 
 
 def _suite_with_probes(data_dir: str, **long_tail) -> suite_lib.Suite:
-  c = common.suite("fixture", "Fixture", "synthetic", report_source="nocaps_val",
-                   selection_source="coco_val", selection_metric="overall/CIDEr")
-  c.data_dir = data_dir
-  c.paper_table = ""
-  for name in ("a", "b"):
-    c.conditions[name] = {"pre": common.stage("configs/synthetic_pretrain.py", "pretrain"),
-                          "ev": common.ic_evaluate("synthetic", of="pre"),
-                          "probe": common.ic_probe(of="pre")}
-  c.rows = [common.row("a", "A", "a", "ev"), common.row("b", "B", "b", "ev")]
-  c.columns = [common.column("overall", "overall", "nocaps_val", "overall/CIDEr", 100.0)]
-  c.long_tail = long_tail or {"rows": ["a"], "probes": [_probe("a_probe", "a")],
-                              "compare": ["a_probe,a"], "bucket_source": "cc12m"}
-  return suite_lib.from_config(c)
+  return _suite(data_dir, **(long_tail or {"rows": ["a"], "probes": [_probe("a_probe", "a")],
+                                           "compare": ["a_probe,a"], "bucket_source": "cc12m"}))
 
 
 def test_probes_report_rank_1_naming_beside_the_decoded_rows(tmp_path):

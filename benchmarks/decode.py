@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
 from configs import base  # noqa: E402  (the repo root holds configs/)
 from cc12m_jax import sharding  # noqa: E402
-from cc12m_jax.data import records  # noqa: E402
+from cc12m_jax.data import record_schema  # noqa: E402
 from cc12m_jax.decoding import captioner_decode  # noqa: E402
 from cc12m_jax.models import captioner as captioner_lib  # noqa: E402
 
@@ -40,7 +40,7 @@ def forbid_eos(logits: jax.Array) -> jax.Array:
 
 def random_batch(rng: np.random.RandomState, model_cfg, batch_size: int,
                  feature_dim: int, tag_tokens: int, vocab: int) -> dict:
-  r, t = records.MAX_REGIONS, records.MAX_TAGS
+  r, t = record_schema.MAX_REGIONS, record_schema.MAX_TAGS
   boxes = np.sort(rng.rand(batch_size, r, 4), axis=-1).astype(np.float32)
   area = ((boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1]))
   return {

@@ -50,7 +50,7 @@ import numpy as np
 
 from cc12m_jax import sharding
 from cc12m_jax.core.run_setup import RunSetup
-from cc12m_jax.data import batch_spec, records
+from cc12m_jax.data import batch_spec, record_schema
 from cc12m_jax.train import state as state_lib
 from configs import base
 
@@ -212,7 +212,7 @@ def main() -> None:
   batch["decoder_inputs"] = rng.integers(6, args.vocab, batch["decoder_inputs"].shape).astype(np.int32)
   batch["decoder_targets"] = rng.integers(6, args.vocab, batch["decoder_targets"].shape).astype(np.int32)
   batch = jax.device_put(batch, setup.batch_sharding)
-  enc_len = 1 + records.MAX_REGIONS + records.MAX_TAGS
+  enc_len = 1 + record_schema.MAX_REGIONS + record_schema.MAX_TAGS
 
   t0 = time.perf_counter()
   step = training.jit_train_step(config.train.dropout_rng).lower(state, batch).compile()  # the exact program timed below

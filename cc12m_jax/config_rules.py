@@ -21,6 +21,7 @@ from cc12m_jax import sharding
 from cc12m_jax.core import selection
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import pipeline
+from cc12m_jax.data import sources as sources_lib
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
 from cc12m_jax.decoding import captioner_decode
 from cc12m_jax.evaluation import naming_probe, registry as evaluators
@@ -106,7 +107,7 @@ def _data(d: ml_collections.ConfigDict) -> None:
            f"is {d.read_parallelism!r}; choose one of {pipeline.READ_PARALLELISM}.")
   _require(d.max_caption_length > 1, "data.max_caption_length", "must be > 1.")
   try:
-    pipeline.train_sources(d)
+    sources_lib.train_sources(d)
   except ValueError as e:
     raise ConfigError(str(e)) from e
 
@@ -201,7 +202,7 @@ def _data_dims(config: ml_collections.ConfigDict) -> None:
   """
   m = config.model
   if m.vocab_size:
-    path = pipeline.vocab_path(config.data)
+    path = sources_lib.vocab_path(config.data)
     try:
       size = tokenizer_lib.SubwordTokenizer(path).vocab_size
     except (OSError, ValueError, tf.errors.OpError) as e:
@@ -213,7 +214,7 @@ def _data_dims(config: ml_collections.ConfigDict) -> None:
   if m.feature_dim:
     sources = []
     if config.mode in ("pretrain", "finetune"):
-      sources += [s.name for s in pipeline.train_sources(config.data)]
+      sources += [s.name for s in sources_lib.train_sources(config.data)]
     if config.mode in ("evaluate", "predict") or config.train.eval_every_steps > 0:
       sources += evaluators.eval_sources(config)
     for source in dict.fromkeys(sources):

@@ -5,7 +5,7 @@ import pathlib
 import pytest
 
 from cc12m_jax import config_rules
-from cc12m_jax.data import pipeline
+from cc12m_jax.data import sources as sources_lib
 from configs import synthetic_finetune, synthetic_pretrain, vlm_synthetic_finetune
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
@@ -70,7 +70,7 @@ def test_one_weight_and_fraction_per_source_in_the_rules_and_the_pipeline():
   config.data.train_fractions = "0.5"
   assert "config.data.train_fractions has 1 values for 2 train_sources" in _error(config)
   with pytest.raises(ValueError, match="train_fractions has 1 values"):
-    pipeline.train_sources(config.data)
+    sources_lib.train_sources(config.data)
 
 
 def test_selection_metric_names_a_source_and_a_metric_the_evaluator_reports():

@@ -39,7 +39,6 @@ from typing import Any, Mapping
 
 import jax
 import orbax.checkpoint as ocp
-import tensorflow as tf
 from etils import epath
 from jax.experimental import multihost_utils
 
@@ -205,9 +204,8 @@ class Checkpointer:
       if not (state_dir / "d").exists():
         found.append(f"{state_dir / 'd'} is missing")
       # A walk of one step's few dozen files, only once its restore failed.
-      for root, _, names in tf.io.gfile.walk(str(state_dir)):
-        found += [f"{root}/{n} is empty" for n in names
-                  if tf.io.gfile.stat(f"{root}/{n}").length == 0]
+      for root, _, names in state_dir.walk():
+        found += [f"{root / n} is empty" for n in names if (root / n).stat().length == 0]
     if not self._input_dir(step).exists():
       found.append(f"{self._input_dir(step)} (the input position) is missing")
     return "; ".join(found + [f"restore failed: {_first_line(error)}"])

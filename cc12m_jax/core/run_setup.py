@@ -3,7 +3,9 @@
 Built once per run from a validated config (cc12m_jax/config_rules.py), then
 handed to the trainer and to the evaluators, so both see the same model on
 the same mesh. Nothing here compiles or allocates parameters: shapes come from
-`jax.eval_shape`.
+`jax.eval_shape`. Nothing here imports TensorFlow either (the dimensions come
+from the vocabulary file and metadata.json, read through etils.epath), so the
+train step builds and runs where only JAX is installed.
 """
 from __future__ import annotations
 
@@ -16,8 +18,8 @@ from jax.sharding import Mesh
 
 from cc12m_jax import sharding
 from cc12m_jax.core import checkpointing
-from cc12m_jax.data import batch_spec, pipeline
-from cc12m_jax.data.text.tokenizer import SubwordTokenizer
+from cc12m_jax.data import batch_spec, sources as sources_lib
+from cc12m_jax.data.text import vocab_file
 from cc12m_jax.objectives import registry
 
 
@@ -25,10 +27,10 @@ def resolve_data_dims(config: ml_collections.ConfigDict) -> tuple[int, int]:
   """(vocab_size, feature_dim) from config, or from the vocabulary / metadata when 0."""
   vocab_size, feature_dim = int(config.model.vocab_size), int(config.model.feature_dim)
   if vocab_size == 0:
-    vocab_size = SubwordTokenizer(pipeline.vocab_path(config.data)).vocab_size
+    vocab_size = len(vocab_file.load_vocab(sources_lib.vocab_path(config.data)))
   if feature_dim == 0:
-    sources = [s.name for s in pipeline.train_sources(config.data)]
-    feature_dim = int(pipeline.feature_dim(config.data, sources))
+    sources = [s.name for s in sources_lib.train_sources(config.data)]
+    feature_dim = int(sources_lib.feature_dim(config.data, sources))
   return vocab_size, feature_dim
 
 

@@ -21,7 +21,7 @@ from typing import Mapping, Sequence
 
 import numpy as np
 
-from cc12m_jax.data import records
+from cc12m_jax.data import record_schema
 
 TRAIN, EVAL = "train", "eval"
 KINDS = (TRAIN, EVAL)
@@ -34,8 +34,8 @@ class Dims:
   feature_dim: int
   tag_tokens: int
   caption_length: int
-  regions: int = records.MAX_REGIONS
-  tags: int = records.MAX_TAGS
+  regions: int = record_schema.MAX_REGIONS
+  tags: int = record_schema.MAX_TAGS
 
   def size(self, symbol: str | int) -> int:
     if isinstance(symbol, int):

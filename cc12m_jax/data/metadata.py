@@ -4,15 +4,17 @@ The feature dimension D is a property of the data (the detector that made
 it), so models read it from here rather than from a config; so is the
 storage dtype of the features (`feature_dtype`: float32 or float16; files
 written before the field existed are float32).
+
+Files are read and written through etils.epath (local paths and gs://), not
+TensorFlow, so a run's dimensions resolve where only JAX is installed.
 """
 import dataclasses
 import json
 import os
-from typing import Iterator
 
-import tensorflow as tf
+from etils import epath
 
-from cc12m_jax.data import records as records_lib
+from cc12m_jax.data import record_schema
 
 METADATA_FILE = "metadata.json"
 SHARD_PREFIX = "records.tfrecord"
@@ -25,8 +27,8 @@ class DatasetMetadata:
   num_records: int
   num_captions: int
   num_shards: int
-  max_regions: int = records_lib.MAX_REGIONS
-  max_tags: int = records_lib.MAX_TAGS
+  max_regions: int = record_schema.MAX_REGIONS
+  max_tags: int = record_schema.MAX_TAGS
   format_version: int = 1
   description: str = ""
   feature_dtype: str = "float32"
@@ -42,21 +44,19 @@ def shard_prefix(data_dir: str, source: str) -> str:
 
 def write_metadata(data_dir: str, metadata: DatasetMetadata) -> str:
   path = os.path.join(source_dir(data_dir, metadata.source), METADATA_FILE)
-  tf.io.gfile.makedirs(os.path.dirname(path))
-  with tf.io.gfile.GFile(path, "w") as f:
-    f.write(json.dumps(dataclasses.asdict(metadata), indent=2, sort_keys=True)
-            + "\n")
+  epath.Path(path).parent.mkdir(parents=True, exist_ok=True)
+  epath.Path(path).write_text(
+      json.dumps(dataclasses.asdict(metadata), indent=2, sort_keys=True) + "\n")
   return path
 
 
 def load_metadata(data_dir: str, source: str) -> DatasetMetadata:
   path = os.path.join(source_dir(data_dir, source), METADATA_FILE)
-  if not tf.io.gfile.exists(path):
+  if not epath.Path(path).exists():
     raise FileNotFoundError(
         f"no metadata for source {source!r}: {path} does not exist "
         f"(generate data with `python -m cc12m_jax.data.synthetic.generate`)")
-  with tf.io.gfile.GFile(path, "rb") as f:
-    text = f.read()
+  text = epath.Path(path).read_bytes()
   try:
     raw = json.loads(text)
   except (json.JSONDecodeError, UnicodeDecodeError) as e:
@@ -75,8 +75,7 @@ def load_metadata(data_dir: str, source: str) -> DatasetMetadata:
     kind = fields[name].type
     _check_type(path, name, value, kind if isinstance(kind, str) else kind.__name__)
   metadata = DatasetMetadata(**raw)
-  records_lib.check_feature_dtype(metadata.feature_dtype,
-                                  f"{path}: feature_dtype")
+  record_schema.check_feature_dtype(metadata.feature_dtype, f"{path}: feature_dtype")
   return metadata
 
 
@@ -103,18 +102,11 @@ def _check_type(path: str, name: str, value: object, kind: str) -> None:
 
 def shard_files(data_dir: str, source: str) -> list[str]:
   """Sorted shard paths of a source; an error naming the source if none."""
-  pattern = shard_prefix(data_dir, source) + "-*-of-*"
-  files = sorted(tf.io.gfile.glob(pattern))
+  directory = source_dir(data_dir, source)
+  pattern = SHARD_PREFIX + "-*-of-*"
+  found = epath.Path(directory).glob(pattern) if epath.Path(directory).exists() else ()
+  files = sorted(os.path.join(directory, f.name) for f in found)
   if not files:
-    raise FileNotFoundError(f"source {source!r}: no shards match {pattern}")
+    raise FileNotFoundError(f"source {source!r}: no shards match "
+                            f"{os.path.join(directory, pattern)}")
   return files
-
-
-def read_source_records(data_dir: str, source: str
-                        ) -> Iterator[records_lib.FeatureRecord]:
-  """A source's records as FeatureRecords, decoded with the feature
-  dimension and dtype of its metadata.json (tests, tools; not the pipeline)."""
-  metadata = load_metadata(data_dir, source)
-  return records_lib.read_records(
-      shard_files(data_dir, source), metadata.feature_dim,
-      feature_dtype=metadata.feature_dtype)

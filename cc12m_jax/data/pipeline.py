@@ -29,7 +29,6 @@ per process in a new run, and the checkpoint's number of shards in a run
 resumed on another number of processes, so the examples and their order do
 not depend on how many processes read them.
 """
-import dataclasses
 import os
 from typing import Optional, Sequence
 
@@ -43,6 +42,7 @@ from cc12m_jax.data import batch_spec
 from cc12m_jax.data import host_memory
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
+from cc12m_jax.data import sources as sources_lib
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
 
 AUTOTUNE = tf.data.AUTOTUNE
@@ -53,68 +53,6 @@ FILTER_REASONS = ("excluded_id", "subsampled_out")
 # Granularity (examples) at which training sources are mixed.
 MIX_BLOCK = 4
 _HASH_BUCKETS = 1_000_000
-
-
-# ------------------------------------------------------------ config parsing
-
-def _csv(value: str) -> list[str]:
-  return [v.strip() for v in str(value).split(",") if v.strip()]
-
-
-@dataclasses.dataclass(frozen=True)
-class TrainSource:
-  name: str
-  weight: float
-  fraction: float
-
-
-def train_sources(data_cfg: ml_collections.ConfigDict) -> list[TrainSource]:
-  """Parses data.train_sources / train_weights / train_fractions (one weight and
-  one fraction per source); a ValueError names the key."""
-  names = _csv(data_cfg.train_sources)
-  weights = [float(w) for w in _csv(data_cfg.train_weights)]
-  fractions = [float(f) for f in _csv(data_cfg.train_fractions)]
-  if not names:
-    raise ValueError("config.data.train_sources is empty")
-  for key, values in (("train_weights", weights),
-                      ("train_fractions", fractions)):
-    if len(values) != len(names):
-      raise ValueError(
-          f"config.data.{key} has {len(values)} values for "
-          f"{len(names)} train_sources {names}")
-  for name, w, f in zip(names, weights, fractions):
-    if w <= 0:
-      raise ValueError(f"config.data.train_weights: weight of {name!r} "
-                       f"must be > 0, got {w}")
-    if not 0 < f <= 1:
-      raise ValueError(f"config.data.train_fractions: fraction of {name!r} "
-                       f"must be in (0, 1], got {f}")
-  return [TrainSource(n, w, f) for n, w, f in zip(names, weights, fractions)]
-
-
-def vocab_path(data_cfg: ml_collections.ConfigDict) -> str:
-  return data_cfg.vocab_path or os.path.join(data_cfg.data_dir, "vocab.txt")
-
-
-def source_metadata(data_cfg: ml_collections.ConfigDict, sources: Sequence[str]
-                    ) -> dict[str, metadata_lib.DatasetMetadata]:
-  """Each source's metadata.json (D, feature dtype, counts), read once."""
-  return {s: metadata_lib.load_metadata(data_cfg.data_dir, s) for s in sources}
-
-
-def shared_feature_dim(metadata: dict[str, metadata_lib.DatasetMetadata]) -> int:
-  """D of sources that must agree on it (they feed one model). Their feature
-  dtypes may differ: each source is parsed by its own map."""
-  dims = {s: m.feature_dim for s, m in metadata.items()}
-  if len(set(dims.values())) != 1:
-    raise ValueError(f"sources disagree on feature_dim: {dims}")
-  return next(iter(dims.values()))
-
-
-def feature_dim(data_cfg: ml_collections.ConfigDict,
-                sources: Sequence[str]) -> int:
-  """D shared by `sources` (from their metadata.json)."""
-  return shared_feature_dim(source_metadata(data_cfg, sources))
 
 
 def hosts(process_index: Optional[int], process_count: Optional[int]) -> tuple[int, int]:
@@ -436,12 +374,12 @@ def build_train_dataset(data_cfg: ml_collections.ConfigDict, *,
   `since_kept` (int64 [sources, 2 + len(_Watchdog.WHY)]) holds each source's
   counts since its last kept example (see _Watchdog).
   """
-  sources = train_sources(data_cfg)
-  metadata = source_metadata(data_cfg, [s.name for s in sources])
-  d = shared_feature_dim(metadata)
+  sources = sources_lib.train_sources(data_cfg)
+  metadata = sources_lib.source_metadata(data_cfg, [s.name for s in sources])
+  d = sources_lib.shared_feature_dim(metadata)
   batch = per_host_batch(data_cfg.global_batch_size, process_count,
                          "global_batch_size")
-  exclude_sources = _csv(data_cfg.exclude_ids_of)
+  exclude_sources = sources_lib.split_csv(data_cfg.exclude_ids_of)
   exclude_ids = {s: read_image_ids(metadata_lib.shard_files(data_cfg.data_dir, s))
                  for s in exclude_sources}
   tokenize = tokenize_batch(tokenizer, data_cfg.max_caption_length,
@@ -495,7 +433,7 @@ def host_setup(data_cfg: ml_collections.ConfigDict
   (config.data.retain_host_memory), the tokenizer and a record validator."""
   if data_cfg.retain_host_memory:
     host_memory.retain_freed_memory()
-  return (tokenizer_lib.SubwordTokenizer(vocab_path(data_cfg)),
+  return (tokenizer_lib.SubwordTokenizer(sources_lib.vocab_path(data_cfg)),
           records_lib.RecordValidator(strict=data_cfg.strict))
 
 
@@ -531,10 +469,11 @@ class TrainIterator:
         tf.zeros([len(FILTER_REASONS)], tf.int64), trainable=False)
     # Not checkpointed: after a restart a source gets its full allowance again.
     self._since_kept = tf.Variable(
-        tf.zeros([len(train_sources(data_cfg)), 2 + len(_Watchdog.WHY)], tf.int64),
+        tf.zeros([len(sources_lib.train_sources(data_cfg)), 2 + len(_Watchdog.WHY)], tf.int64),
         trainable=False)
     self._data_dir = data_cfg.data_dir
-    self._metadata = source_metadata(data_cfg, [s.name for s in train_sources(data_cfg)])
+    self._metadata = sources_lib.source_metadata(
+        data_cfg, [s.name for s in sources_lib.train_sources(data_cfg)])
     self.dataset = build_train_dataset(
         data_cfg, process_index=self.process_index,
         process_count=self.process_count, validator=self._validator,

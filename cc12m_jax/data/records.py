@@ -28,14 +28,12 @@ from typing import Iterable, Iterator, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-MAX_REGIONS = 16
-MAX_TAGS = 16
-FORMAT_VERSION = 1
+from cc12m_jax.data import metadata as metadata_lib
+# The sizes and dtypes live where code without TensorFlow can read them; they
+# stay names of this module for the writer's and parser's callers.
+from cc12m_jax.data.record_schema import (FEATURE_DTYPES, FORMAT_VERSION,  # noqa: F401
+                                          MAX_REGIONS, MAX_TAGS, check_feature_dtype)
 
-# Storage dtypes of global / region features: numpy little-endian dtype.
-# float16 halves the bytes every stage of the input pipeline reads, checks
-# (TFRecord CRC), copies and parses (docs/record_format.md).
-FEATURE_DTYPES = {"float32": np.dtype("<f4"), "float16": np.dtype("<f2")}
 _FLOAT16_MAX = float(np.finfo(np.float16).max)   # 65504
 
 # nocaps domain label <-> the `domain` int of the batch contract.
@@ -95,15 +93,6 @@ def _int(value: int) -> tf.train.Feature:
 
 def _raw_f32(array: np.ndarray) -> tf.train.Feature:
   return _bytes([np.asarray(array, dtype="<f4").tobytes()])
-
-
-def check_feature_dtype(feature_dtype: str, where: str = "feature_dtype"
-                        ) -> np.dtype:
-  """The numpy dtype of a storage dtype name; an error naming `where`."""
-  if feature_dtype not in FEATURE_DTYPES:
-    raise ValueError(f"{where}={feature_dtype!r}: choose one of "
-                     f"{sorted(FEATURE_DTYPES)}")
-  return FEATURE_DTYPES[feature_dtype]
 
 
 def _raw_features(array: np.ndarray, dtype: np.dtype, image_id: str,
@@ -531,3 +520,11 @@ def _reraised(dataset: tf.data.Dataset) -> Iterator[tf.Tensor]:
     if error is None:
       raise
     raise error from None
+
+
+def read_source_records(data_dir: str, source: str) -> Iterator[FeatureRecord]:
+  """A source's records as FeatureRecords, decoded with the feature
+  dimension and dtype of its metadata.json (tests, tools; not the pipeline)."""
+  metadata = metadata_lib.load_metadata(data_dir, source)
+  return read_records(metadata_lib.shard_files(data_dir, source), metadata.feature_dim,
+                      feature_dtype=metadata.feature_dtype)

@@ -144,7 +144,7 @@ class Cc12mFeatureRecords(tfds.core.GeneratorBasedBuilder):
             for split, source in present.items()}
 
   def _generate_examples(self, root: str, source: str):
-    for r in metadata_lib.read_source_records(root, source):
+    for r in records_lib.read_source_records(root, source):
       yield r.image_id, {
           "image_id": r.image_id,
           "source": r.source,

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import ml_collections
 import numpy as np
 
-from cc12m_jax.data import batch_spec, clusters, pipeline
+from cc12m_jax.data import batch_spec, centroids as centroids_lib, sources as sources_lib
 from cc12m_jax.models import multitask as multitask_model
 from cc12m_jax.objectives import masking
 
@@ -40,14 +40,14 @@ def centroids_file(config: ml_collections.ConfigDict) -> str:
   """config.objectives.centroids, or <data_dir>/<first train source>/centroids.npy."""
   if config.objectives.centroids:
     return config.objectives.centroids
-  first = pipeline.train_sources(config.data)[0].name
-  return clusters.centroids_path(config.data.data_dir, first)
+  first = sources_lib.train_sources(config.data)[0].name
+  return centroids_lib.centroids_path(config.data.data_dir, first)
 
 
 def load_centroids(config: ml_collections.ConfigDict) -> np.ndarray:
   """f32 [C, D] of the run (checked against config.model.feature_dim when set)."""
   feature_dim = int(config.model.feature_dim) or None
-  return clusters.load_centroids(centroids_file(config), feature_dim)
+  return centroids_lib.load_centroids(centroids_file(config), feature_dim)
 
 
 def build_model(config: ml_collections.ConfigDict,
@@ -70,7 +70,7 @@ def cluster_labels(features: jax.Array, centroids: np.ndarray) -> jax.Array:
     raise ValueError(f"moc centroids have dimension {centroids.shape[1]}, the region features "
                      f"{features.shape[-1]}: recompute them for this data "
                      "(python -m cc12m_jax.data.clusters).")
-  return clusters.nearest_centroid(features, jnp.asarray(centroids))  # [B, R]
+  return centroids_lib.nearest_centroid(features, jnp.asarray(centroids))  # [B, R]
 
 
 def loss_fn(model: multitask_model.MultiTaskModel, params: Any, batch: Mapping[str, Any],

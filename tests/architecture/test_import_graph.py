@@ -152,3 +152,54 @@ def test_docs_batch_table_is_the_batch_spec():
   assert batch_spec.markdown_table() in docs, (
       "docs/architecture.md's batch table differs from data/batch_spec.py; paste:\n"
       + batch_spec.markdown_table())
+
+
+# The model, its objectives, the train step and decoding build and run where
+# only JAX is installed (an accelerator image, a benchmark host):
+# docs/architecture.md. TensorFlow is the input pipeline's and the file
+# tools', never theirs.
+NEEDS_ONLY_JAX = ("cc12m_jax.core.run_setup", "cc12m_jax.train.state",
+                  "cc12m_jax.objectives.registry", "cc12m_jax.decoding.captioner_decode")
+TENSORFLOW = ("tensorflow", "tensorflow_text")
+
+
+def _third_party_imports(module: str) -> set[str]:
+  """Top-level names of the non-package modules that `module` imports."""
+  names = set()
+  for node in ast.walk(ast.parse(MODULES[module].read_text())):
+    if isinstance(node, ast.Import):
+      names |= {a.name.split(".")[0] for a in node.names}
+    elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+      names.add(node.module.split(".")[0])
+  return names - {"cc12m_jax"}
+
+
+def _imported_with(roots: tuple[str, ...]) -> dict[str, str]:
+  """Every package module that importing `roots` runs -> the module that imports it
+  (parent packages' __init__ included, since Python runs them first)."""
+  parent_of, stack = {r: r for r in roots}, list(roots)
+  while stack:
+    module = stack.pop()
+    parts = module.split(".")
+    packages = [".".join(parts[:k]) for k in range(1, len(parts))]
+    for child in GRAPH[module] + [p for p in packages if p in MODULES]:
+      if child not in parent_of:
+        parent_of[child] = module
+        stack.append(child)
+  return parent_of
+
+
+def test_the_model_step_and_decoding_import_no_tensorflow():
+  imported = _imported_with(NEEDS_ONLY_JAX)
+  assert "cc12m_jax.models.captioner" in imported and "cc12m_jax.train.step" in imported
+  offenders = [f"{m} (imported by {by}) imports "
+               f"{sorted(_third_party_imports(m) & set(TENSORFLOW))}"
+               for m, by in sorted(imported.items())
+               if _third_party_imports(m) & set(TENSORFLOW)]
+  assert not offenders, "\n".join(offenders)
+
+
+def test_the_tensorflow_check_finds_the_input_pipeline():
+  imported = _imported_with(("cc12m_jax.data.pipeline",))
+  assert "tensorflow" in _third_party_imports("cc12m_jax.data.pipeline")
+  assert "cc12m_jax.data.records" in imported

@@ -13,7 +13,7 @@ from cc12m_jax.data.synthetic import captions as captions_lib
 from cc12m_jax.data.synthetic import concepts as concepts_lib
 from cc12m_jax.data.synthetic import generate as generate_lib
 from cc12m_jax.data.synthetic import world as world_lib
-from cc12m_jax.data.text import tokenizer as tokenizer_lib
+from cc12m_jax.data.text import vocab_file
 from cc12m_jax.evaluation import concepts
 from data_fixtures import FEATURE_DIM, tiny_config
 
@@ -84,12 +84,12 @@ def test_sources_and_summary(tiny_world):
         n, n * caps, FEATURE_DIM), source
     assert summary["sources"][source] == {"records": n, "captions": n * caps}
     assert meta.feature_dtype == cfg.synthetic.feature_dtype == "float16"
-    recs = list(metadata_lib.read_source_records(data_dir, source))
+    recs = list(records_lib.read_source_records(data_dir, source))
     assert len(recs) == n and all(len(r.captions) == caps for r in recs)
     assert all(1 <= len(r.region_features) <= 16 and len(r.tags) <= 16
                for r in recs)
   assert summary["skipped"] == {r: 0 for r in records_lib.BAD_REASONS}
-  vocab = tokenizer_lib.load_vocab(os.path.join(data_dir, "vocab.txt"))
+  vocab = vocab_file.load_vocab(os.path.join(data_dir, "vocab.txt"))
   assert summary["vocab_size"] == len(vocab)
   text = generate_lib.format_summary(summary, data_dir)
   assert "cc12m" in text and "vocab size" in text
@@ -101,7 +101,7 @@ def test_caption_styles(tiny_world):
       cfg.synthetic.num_concepts, cfg.synthetic.seed)}
 
   def read(source):
-    return list(metadata_lib.read_source_records(data_dir, source))
+    return list(records_lib.read_source_records(data_dir, source))
 
   def named(caption):
     return {n for n in inventory if f" {n} " in f" {caption} "}
@@ -310,8 +310,8 @@ def test_gallery_size_changes_only_its_split_and_later(tiny_world, tmp_path, spl
     _, mismatch, errors = filecmp.cmpfiles(os.path.join(data_dir, source),
                                            os.path.join(bigger, source), names, shallow=False)
     assert not mismatch and not errors, (source, mismatch, errors)
-  small = {r.image_id: r for r in metadata_lib.read_source_records(data_dir, split)}
-  large = {r.image_id: r for r in metadata_lib.read_source_records(bigger, split)}
+  small = {r.image_id: r for r in records_lib.read_source_records(data_dir, split)}
+  large = {r.image_id: r for r in records_lib.read_source_records(bigger, split)}
   assert len(small) == 3 and len(large) == 7 and set(small) < set(large)
   for image_id, record in small.items():
     assert list(record.captions) == list(large[image_id].captions), image_id

@@ -8,6 +8,7 @@ import tensorflow as tf
 from cc12m_jax.data.text import build_vocab as build_vocab_lib
 from cc12m_jax.data.text import special_tokens as st
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
+from cc12m_jax.data.text import vocab_file as vocab_file_lib
 
 CORPUS = ([
     "A dog plays with a frisbee in the park.",
@@ -54,7 +55,7 @@ def vocab_file(tmp_path_factory):
 
 def test_vocab_is_deterministic_and_reserved_first(vocab_file):
   again = build_vocab_lib.build_vocab_from_texts(CORPUS, 200, lower_thresh=2)
-  assert tokenizer_lib.load_vocab(vocab_file) == again
+  assert vocab_file_lib.load_vocab(vocab_file) == again
   assert tuple(again[:6]) == st.RESERVED_TOKENS
   assert len(set(again)) == len(again)
   assert "accordion" in again and "##s" in again
@@ -64,7 +65,7 @@ def test_load_vocab_rejects_wrong_reserved(tmp_path):
   path = str(tmp_path / "v.txt")
   build_vocab_lib.write_vocab(["[PAD]", "[EOS]", "[BOS]", "a"], path)
   with pytest.raises(ValueError, match="reserved tokens"):
-    tokenizer_lib.load_vocab(path)
+    vocab_file_lib.load_vocab(path)
 
 
 def test_encode_decode(vocab_file):

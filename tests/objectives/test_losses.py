@@ -3,7 +3,7 @@ import jax
 import numpy as np
 from scipy.special import logsumexp
 
-from cc12m_jax.data import clusters
+from cc12m_jax.data import centroids
 from cc12m_jax.models.multitask import MultiTaskModel
 from cc12m_jax.objectives import mass, mlm, moc
 from tests.objectives import tiny
@@ -106,4 +106,4 @@ def test_nearest_centroid_is_the_kmeans_assignment():
   rng = np.random.default_rng(0)
   points, centers = rng.normal(size=(50, 3)), rng.normal(size=(6, 3))
   expected = ((points[:, None] - centers[None]) ** 2).sum(-1).argmin(-1)
-  np.testing.assert_array_equal(np.asarray(clusters.nearest_centroid(points, centers)), expected)
+  np.testing.assert_array_equal(np.asarray(centroids.nearest_centroid(points, centers)), expected)

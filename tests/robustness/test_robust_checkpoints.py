@@ -106,10 +106,13 @@ def test_what_is_missing_is_named(trained, tmp_path, caplog):
   shutil.copytree(original, workdir)
   _damage(workdir, 4, "manifest.ocdbt")
   _damage(workdir, 4, "input_state/")
+  state = os.path.join(workdir, "checkpoints", "4", "state")
+  emptied = sorted(_data_files(state))[0]
+  open(emptied, "wb").close()
   _restore_latest(config, workdir)
   [error] = [r.getMessage() for r in caplog.records if "cannot be restored" in r.getMessage()]
-  state = os.path.join(workdir, "checkpoints", "4", "state")
   assert f"{state}/manifest.ocdbt is missing" in error
+  assert f"{emptied} is empty" in error
   assert f"{workdir}/input_state/4 (the input position) is missing" in error
 
 

@@ -107,7 +107,7 @@ def _events(workdir) -> dict[str, dict[int, float]]:
 def test_skipped_records_are_training_metrics(tiny_world, tmp_path, caplog):
   data_dir = _world_copy(tiny_world, tmp_path)
   rng = np.random.default_rng(0)
-  good = next(metadata_lib.read_source_records(tiny_world, "cc12m"))
+  good = next(records_lib.read_source_records(tiny_world, "cc12m"))
   recs = []
   for i in range(24):
     g = good.global_feature.copy()

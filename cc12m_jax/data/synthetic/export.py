@@ -39,7 +39,6 @@ from absl import flags
 import numpy as np
 import tensorflow as tf
 
-from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.importers import bottomup
 from cc12m_jax.data.importers import image_ids
@@ -209,7 +208,7 @@ def locnar_lines(records: Sequence[records_lib.FeatureRecord], source: str):
 def export_world(data_dir: str, output_dir: str,
                  sources: Sequence[str] = generate_lib.ALL_SOURCES) -> dict[str, str]:
   """Writes every format for `sources` of the world in data_dir; {what: path}."""
-  records = {s: list(metadata_lib.read_source_records(data_dir, s)) for s in sources}
+  records = {s: list(records_lib.read_source_records(data_dir, s)) for s in sources}
   out = {}
   join = lambda *parts: os.path.join(output_dir, *parts)
   for source, recs in records.items():

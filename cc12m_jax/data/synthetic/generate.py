@@ -31,6 +31,7 @@ from cc12m_jax.data.synthetic import concepts as concepts_lib
 from cc12m_jax.data.synthetic import world as world_lib
 from cc12m_jax.data.text import build_vocab as build_vocab_lib
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
+from cc12m_jax.data.text import vocab_file
 
 TRAIN_SOURCES = ("cc3m", "cc12m", "coco_train", "flickr_train")
 # New sources go last: a source's code seeds its records, so appending one
@@ -335,7 +336,7 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
 
   vocab_path = build_vocab_lib.build_vocab(output_dir, VOCAB_SOURCES,
                                            syn.vocab_size)
-  summary["vocab_size"] = len(tokenizer_lib.load_vocab(vocab_path))
+  summary["vocab_size"] = len(vocab_file.load_vocab(vocab_path))
   skipped = validate_sources(output_dir, ALL_SOURCES)
   summary["skipped"] = skipped
   return summary

@@ -23,6 +23,7 @@ from tensorflow_text.tools.wordpiece_vocab import wordpiece_tokenizer_learner_li
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data.text import special_tokens as st
 from cc12m_jax.data.text import tokenizer as tokenizer_lib
+from cc12m_jax.data.text import vocab_file
 
 VOCAB_FILE = "vocab.txt"
 
@@ -108,7 +109,7 @@ def main(argv: Sequence[str]) -> None:
   path = build_vocab(FLAGS.data_dir, FLAGS.sources, FLAGS.vocab_size,
                      output=FLAGS.output, include_tags=FLAGS.include_tags,
                      lower_thresh=FLAGS.lower_thresh)
-  print(f"vocabulary: {path} ({len(tokenizer_lib.load_vocab(path))} tokens)")
+  print(f"vocabulary: {path} ({len(vocab_file.load_vocab(path))} tokens)")
 
 
 def run() -> None:

@@ -18,6 +18,7 @@ import tensorflow as tf
 import tensorflow_text as tf_text
 
 from cc12m_jax.data.text import special_tokens as st
+from cc12m_jax.data.text import vocab_file
 
 # A control character that never survives into words: `<PERSON>` is swapped
 # for it before punctuation splitting (which would break up `<`, `>`), so
@@ -61,16 +62,6 @@ def ptb_words(strings: tf.Tensor) -> tf.RaggedTensor:
       tf.where(flat == _SENTINEL, st.PERSON, flat))
 
 
-def load_vocab(path: str) -> list[str]:
-  with tf.io.gfile.GFile(path) as f:
-    vocab = [line.rstrip("\n") for line in f]
-  if tuple(vocab[:len(st.RESERVED_TOKENS)]) != st.RESERVED_TOKENS:
-    raise ValueError(
-        f"{path}: a vocabulary must start with the reserved tokens "
-        f"{list(st.RESERVED_TOKENS)}, got {vocab[:len(st.RESERVED_TOKENS)]}")
-  return vocab
-
-
 def decoder_arrays(token_ids: tf.RaggedTensor, max_len: int
                    ) -> tuple[tf.Tensor, tf.Tensor]:
   """Teacher-forcing arrays from sub-word ids (no BOS/EOS) [N, (P)].
@@ -95,7 +86,7 @@ class SubwordTokenizer:
 
   def __init__(self, vocab_path: str):
     self.vocab_path = vocab_path
-    self.vocab = load_vocab(vocab_path)
+    self.vocab = vocab_file.load_vocab(vocab_path)
     self._wordpiece = tf_text.FastWordpieceTokenizer(
         vocab=self.vocab, suffix_indicator=st.WORDPIECE_SUFFIX,
         max_bytes_per_word=100, token_out_type=tf.int32,

@@ -5,7 +5,6 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.importers import pipeline as pipeline_lib
 from cc12m_jax.data.importers import run as run_lib
@@ -29,7 +28,7 @@ def run_import(output_dir: str, fmt: str, source: str, captions: Sequence[str],
 
 
 def records_by_id(data_dir: str, source: str) -> dict:
-  return {r.image_id: r for r in metadata_lib.read_source_records(data_dir, source)}
+  return {r.image_id: r for r in records_lib.read_source_records(data_dir, source)}
 
 
 def assert_same_records(expected: dict, got: dict, *, source: str = "",

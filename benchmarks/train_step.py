@@ -23,7 +23,9 @@ FLOP counting:
     (`compiled.cost_analysis()['flops']`: forward, backward and optimizer, as
     lowered; multiply-add = 2 FLOPs). For a sharded step it is the count of
     one device's partitioned program, so it is per device as is;
-  * for reference the analytic 6 x N_matmul x tokens (+ attention) is printed.
+  * for reference the analytic 6 x N_matmul x tokens (+ attention) is printed,
+    and the MFU by it. On a GPU that is the figure to read: XLA:GPU's count
+    leaves out the products that become cuBLAS calls (docs/benchmarks.md).
 Peak = the best of several timed f32 (or bf16) [n, n] x [n, n] matmuls in
 JAX on the first device (2 n^3 FLOPs each). MFU = model FLOP/s per device /
 peak. (Simulated CPU devices share the host's cores, so with --devices > 1 on
@@ -41,6 +43,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import tempfile
 import time
 
@@ -48,11 +51,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from cc12m_jax import sharding
-from cc12m_jax.core.run_setup import RunSetup
-from cc12m_jax.data import batch_spec, record_schema
-from cc12m_jax.train import state as state_lib
-from configs import base
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from cc12m_jax import sharding  # noqa: E402  (the repo root holds configs/)
+from cc12m_jax.core.run_setup import RunSetup  # noqa: E402
+from cc12m_jax.data import batch_spec, record_schema  # noqa: E402
+from cc12m_jax.train import state as state_lib  # noqa: E402
+from configs import base  # noqa: E402
 
 
 def measure_matmul_peak(n: int, dtype, repeats: int = 5) -> float:
@@ -249,6 +253,9 @@ def main() -> None:
         f"analytic 6N-tokens {analytic / 1e9:.1f} GFLOP")
   print(f"achieved: {achieved / 1e9:.1f} GFLOP/s (XLA count), {analytic / step_s / 1e9:.1f} GFLOP/s (analytic)")
   print(f"measured {args.matmul_size}^2 matmul peak: {peak / 1e9:.1f} GFLOP/s")
+  # XLA:GPU's cost analysis leaves out the products it hands to cuBLAS (its
+  # count of one program moves with the dtype), so on a GPU read this line.
+  print(f"MFU by the analytic count: {analytic / step_s / peak:.3f} of measured peak")
   print("\n".join(quota_table(xla_flops / args.batch, args.plan_steps, args.plan_batch,
                                args.assumed_mfu, device.device_kind, achieved, len(devices))))
   print(f"train_step_mfu: {achieved / peak:.3f} of measured peak")

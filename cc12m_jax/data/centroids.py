@@ -39,10 +39,11 @@ def nearest_centroid(points: jax.Array, centroids: jax.Array) -> jax.Array:
 
 def load_centroids(path: str, feature_dim: int | None = None) -> np.ndarray:
   """f32 [C, D] from a centroids.npy; errors name the file (and the expected D)."""
-  if not epath.Path(path).exists():
+  file = epath.Path(path)
+  if not file.exists():
     raise FileNotFoundError(f"{path}: no centroids file; compute it with "
                             "`python -m cc12m_jax.data.clusters` (docs/objectives.md).")
-  centroids = np.load(io.BytesIO(epath.Path(path).read_bytes()), allow_pickle=False)
+  centroids = np.load(io.BytesIO(file.read_bytes()), allow_pickle=False)
   if centroids.ndim != 2 or not np.all(np.isfinite(centroids)):
     raise ValueError(f"{path}: centroids must be a finite [C, D] array, got "
                      f"shape {centroids.shape}.")

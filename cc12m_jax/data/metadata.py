@@ -44,19 +44,21 @@ def shard_prefix(data_dir: str, source: str) -> str:
 
 def write_metadata(data_dir: str, metadata: DatasetMetadata) -> str:
   path = os.path.join(source_dir(data_dir, metadata.source), METADATA_FILE)
-  epath.Path(path).parent.mkdir(parents=True, exist_ok=True)
-  epath.Path(path).write_text(
+  file = epath.Path(path)
+  file.parent.mkdir(parents=True, exist_ok=True)
+  file.write_text(
       json.dumps(dataclasses.asdict(metadata), indent=2, sort_keys=True) + "\n")
   return path
 
 
 def load_metadata(data_dir: str, source: str) -> DatasetMetadata:
   path = os.path.join(source_dir(data_dir, source), METADATA_FILE)
-  if not epath.Path(path).exists():
+  file = epath.Path(path)
+  if not file.exists():
     raise FileNotFoundError(
         f"no metadata for source {source!r}: {path} does not exist "
         f"(generate data with `python -m cc12m_jax.data.synthetic.generate`)")
-  text = epath.Path(path).read_bytes()
+  text = file.read_bytes()
   try:
     raw = json.loads(text)
   except (json.JSONDecodeError, UnicodeDecodeError) as e:

@@ -27,7 +27,7 @@ python -m cc12m_jax.curation.stats \
     --dataset=cc3m='data/synthetic/cc3m/records.tfrecord-*' \
     --dataset=cc12m='data/synthetic/cc12m/records.tfrecord-*' \
     --dataset=coco='data/synthetic/coco_train/records.tfrecord-*' \
-    --classes=synthetic-out-domain:3500:0 --output_dir=out/stats
+    --classes=synthetic-out-domain:450:0 --output_dir=out/stats
 
 --classes takes a text file (one class per line) or
 'synthetic-out-domain:<num_concepts>:<seed>' (the synthetic world's

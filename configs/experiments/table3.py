@@ -12,10 +12,10 @@ from configs.experiments import common
 
 PRETRAINING = {"cc3m": "cc3m", "cc12m": "cc12m", "cc3m_cc12m": "cc3m,cc12m"}
 LABELS = {"cc3m": "CC3M", "cc12m": "CC12M", "cc3m_cc12m": "CC3M+CC12M"}
-# Frequency buckets of the long-tail report: in the synthetic world's
-# CC12M-style captions a nocaps out-of-domain class has 18 to 500 mentions
-# (median 54; Table 9's density at this scale), in-domain ones thousands, so
-# the buckets are finest where the out-of-domain classes sit.
+# Frequency buckets of the long-tail report: in the default synthetic world's
+# CC12M-style captions a nocaps out-of-domain class has 31 to 122 mentions
+# (median 52; docs/synthetic_world.md), in-domain ones thousands, so the
+# buckets are finest where the out-of-domain classes sit.
 LONG_TAIL_EDGES = {"synthetic": [0, 1, 25, 40, 55, 75, 100, 200, 500, 2000, 10000],
                    "paper": [0, 1, 10, 100, 1000]}
 

@@ -211,7 +211,7 @@ def synthetic_config() -> ml_collections.ConfigDict:
   # below, 450 put a median nocaps out-of-domain class at 52 CC12M-style and 8
   # CC3M-style mentions: Table 9's ratio of counts (6.5x against 6.7x) and of
   # densities per 1M captions (1.74x against 1.8x), at 8x Table 9's densities
-  # (docs/synthetic_world.md, "Densities and passes: why 450 concepts").
+  # (docs/synthetic_world.md, "Densities: why 450 concepts").
   c.num_concepts = 450
   c.feature_dim = 512
   # Storage dtype of global / region features (metadata.json records it):
@@ -222,10 +222,11 @@ def synthetic_config() -> ml_collections.ConfigDict:
   # (3.32M and 12.4M, Table 9), so the miniature's pre-trainings make passes
   # over them as the paper's do: at 4,800 steps of 64, 11.8 over CC12M-style
   # and 44 over CC3M-style data (the paper: about 660 and 2,470). With a
-  # single pass or two, a miniature measures what one sighting teaches, not
-  # what distinct images of a concept add, which is the paper's point. COCO-style data
-  # keeps the size it needs to fine-tune on (10,000 captions), 8x more than
-  # the real COCO's share relative to the web sources.
+  # pass or two, a miniature measures what one sighting teaches, not what
+  # distinct images of a concept add, which is the paper's point
+  # (docs/synthetic_world.md, "Sizes and passes"). COCO-style data keeps the
+  # size it needs to fine-tune on (10,000 captions), 8x more than the real
+  # COCO's share relative to the web sources.
   c.num_cc3m = 7_000
   c.num_cc3m_dev = 250       # CC3M-style dev split (Table 7)
   c.num_cc12m = 26_125

@@ -2,8 +2,9 @@
 
 Needs `--config.train.init_from=<synthetic_pretrain workdir>`. The paper's
 fine-tuning learning rates are tiny fractions of pre-training; with this few
-steps a larger one is needed to move at all. 3e-4 is the finetune_grid suite's
-choice on coco_val (docs/results.md: it ties 1e-3 there and beats 1e-4).
+steps a larger one is needed to move at all. 3e-4 is the middle of the
+finetune_grid suite's rates, which coco_val does not separate (docs/results.md,
+*The default world: the fine-tuning recipe*).
 The budget is the longest of that grid's (300/600/900): the suites keep a
 checkpoint every 50 steps and choose the step on coco_val, as the paper
 tunes its maximum number of steps.

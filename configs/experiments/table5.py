@@ -8,10 +8,15 @@ long step: the learning-rate schedule (warm-up, then staircase decay) does
 not depend on the total number of steps and the input order is fixed by the
 seed, so its checkpoint at the short step is the short run's last one. Both
 splits are reported, so no step is selected on either (`selection_source` '').
+As the paper's 5K is its fine-tuning recipe's budget and 10K twice it, the
+synthetic short run is configs/synthetic_finetune.py's budget and the long
+run twice it.
 """
+from configs import synthetic_finetune
 from configs.experiments import common
 
-STEPS = {"synthetic": (300, 600), "paper": (5_000, 10_000)}
+_SYNTHETIC_SHORT = synthetic_finetune.NUM_TRAIN_STEPS
+STEPS = {"synthetic": (_SYNTHETIC_SHORT, 2 * _SYNTHETIC_SHORT), "paper": (5_000, 10_000)}
 
 
 def get_config(size: str = "synthetic"):

@@ -36,12 +36,20 @@ def get_config(size: str = "synthetic"):
   }
   c.rows = [common.row("short", f"{short} steps", "cc12m", "ic_evaluate_short"),
             common.row("long", f"{long} steps", "cc12m", "ic_evaluate_long")]
+  # The paper tabulates nocaps overall only; its reading of the drop is that
+  # longer fine-tuning overwrites what pre-training taught about the long tail,
+  # which the out-of-domain split is where to see.
   c.columns = [common.column("coco", "COCO val", "coco_val", "overall/CIDEr", 100.0),
-               common.column("nocaps", "nocaps val", "{report_source}", "overall/CIDEr", 100.0)]
+               common.column("nocaps", "nocaps val", "{report_source}", "overall/CIDEr", 100.0),
+               common.column("nocaps_out", "nocaps val out-of-domain", "{report_source}",
+                             "out-domain/CIDEr", 100.0)]
   c.claims = [
       common.chain("COCO val CIDEr rises from short to long fine-tuning (108.1 -> 110.9)",
                    "coco", "short < long"),
       common.chain("nocaps val CIDEr falls from short to long fine-tuning (87.4 -> 87.1)",
                    "nocaps", "short > long"),
+      common.chain("nocaps val out-of-domain CIDEr falls from short to long fine-tuning (the "
+                   "paper's reading of its 87.4 -> 87.1; no figures)", "nocaps_out",
+                   "short > long"),
   ]
   return c

@@ -2,7 +2,7 @@
 # One paper table (or all of them) reproduced by one command.
 #
 #   launch/reproduce.sh table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]
-#   launch/reproduce.sh headline|finetune_grid|vlm_finetune_grid ...   (the main job's suite; the fine-tuning recipe grids)
+#   launch/reproduce.sh headline|finetune_grid|vlm_finetune_grid|table3_rates ...   (the main job's suite; the fine-tuning recipe grids; Table 3 at each grid rate)
 #
 # Runs `python -m cc12m_jax.experiments` on configs/experiments/<suite>.py at
 # the given size (default synthetic) and prints the suite's table, the
@@ -27,7 +27,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUITES=(table3 table5 table7 fig6 table8 table11 table12)
-EXTRA=(headline finetune_grid vlm_finetune_grid)  # not part of `all`: headline is a subset of table3; the grids find recipes
+EXTRA=(headline finetune_grid vlm_finetune_grid table3_rates)  # not part of `all`: headline is a subset of table3; the grids find recipes; table3_rates checks Table 3 against them
 if [[ $# -lt 1 ]]; then
   echo "usage: $0 table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]" >&2
   exit 2

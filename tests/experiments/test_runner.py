@@ -21,7 +21,8 @@ from configs.experiments import common
 from tests.experiments import tiny_suite
 from tests.experiments.conftest import REPO_ROOT
 
-SUITES = ("headline", "finetune_grid", "vlm_finetune_grid", "table3", "table5", "table7", "fig6", "table8", "table11", "table12")
+SUITES = ("headline", "finetune_grid", "vlm_finetune_grid", "table3", "table3_rates", "table5",
+          "table7", "fig6", "table8", "table11", "table12")
 
 
 def _load(spec: str, **fields) -> suite_lib.Suite:

@@ -20,12 +20,12 @@ LONG_TAIL_EDGES = {"synthetic": [0, 1, 25, 40, 55, 75, 100, 200, 500, 2000, 1000
                    "paper": [0, 1, 10, 100, 1000]}
 
 
-
 def domain_columns() -> list:
   """nocaps CIDEr by domain and overall, the columns of the paper's Table 3."""
   return [common.column(key, key, "{report_source}", f"{group}/CIDEr", 100.0)
           for key, group in (("in", "in-domain"), ("near", "near-domain"), ("out", "out-domain"),
                              ("overall", "overall"))]
+
 
 def get_config(size: str = "synthetic"):
   size = common.check_size(size)

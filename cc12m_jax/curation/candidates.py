@@ -70,8 +70,9 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 _TSV_URL = re.compile(r"^\s*https?://", re.IGNORECASE)
 _TSV_HEADERS = ({"url", "caption"}, {"image_url", "caption"})
-# An id in a line that is not valid JSON: the first "id"/"key"/"uid" string.
-_ID_IN_TEXT = re.compile(r'"(?:id|key|uid)"\s*:\s*("(?:[^"\\\n]|\\.){1,1024}")')
+# An "id"/"key"/"uid" string in a line that is not valid JSON (which alias
+# wins: _recover_id).
+_ID_IN_TEXT = re.compile(r'"(id|key|uid)"\s*:\s*("(?:[^"\\\n]|\\.){1,1024}")')
 
 # Pillow may warn/raise on huge images; we only read headers, never pixels.
 Image.MAX_IMAGE_PIXELS = None
@@ -192,12 +193,21 @@ def as_size(value: Any) -> Any:
 
 
 def _recover_id(text: str) -> Optional[str]:
-  """The id of a line that does not parse as JSON, when it is plainly there."""
-  match = _ID_IN_TEXT.search(text[:100_000])
-  if not match:
+  """The id of a line that does not parse as JSON, when it is plainly there.
+
+  The alias is chosen as record_id_of chooses it for a line that parses (the
+  first of _ID_KEYS present, not the first in the text), so that a reject
+  carries the same id whichever way its line failed. Of an alias seen twice
+  the first is kept: a nested object's "id" usually follows the record's.
+  """
+  found: dict[str, str] = {}
+  for match in _ID_IN_TEXT.finditer(text[:100_000]):
+    found.setdefault(match.group(1), match.group(2))
+  alias = next((key for key in _ID_KEYS if key in found), None)
+  if alias is None:
     return None
   try:
-    value = json.loads(match.group(1))
+    value = json.loads(found[alias])
   except ValueError:
     return None
   if not value.strip() or has_surrogates(value) or "\ufffd" in value:

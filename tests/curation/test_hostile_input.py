@@ -278,6 +278,21 @@ def test_an_element_that_raises_is_rejected_at_the_dofn_boundary():
   assert json.loads(out.value[1])["detail"].startswith("output: ValueError: kept field width")
 
 
+def test_an_undecodable_line_keeps_the_id_a_parsed_line_would_have():
+  """Invalid UTF-8 anywhere in a line: its reject carries the id by the same alias
+  priority as a line that parses ("id" before "key" before "uid"), not whichever
+  alias comes first in the text, and never an id the bad bytes fall inside."""
+  def rejected_id(line: bytes):
+    rejection = candidates.parse_candidate(line)
+    assert rejection.reason == "input/bad_utf8"
+    return rejection.record_id
+
+  assert rejected_id(b'{"key": "\xed\xa0\x80", "alt_text": "a", "id": "x\xc2\xb4"}') == "x\u00b4"
+  assert rejected_id(b'{"uid": "u", "key": "k", "alt_text": "a \xff dog"}') == "k"
+  assert rejected_id(b'{"id": "a\xffb", "key": "k"}') is None  # as record_id_of: no fallback
+  assert rejected_id(b'{"id": "r", "meta": {"id": "n"}, "alt_text": "\xff"}') == "r"
+
+
 def test_a_cc_tsv_excludes_by_url_and_a_bad_exclusion_line_names_its_file(tmp_path):
   path = tmp_path / "in.jsonl"
   path.write_bytes(_line(id="a", url="https://x.test/a.jpg") + b"\n" +

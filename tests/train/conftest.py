@@ -9,7 +9,12 @@ from tests.synthetic_world import make_world
 
 # Compiled programs are reused across the in-process and subprocess runs of
 # these tests (same shapes, same code): a large saving on a 2-core machine.
-COMPILATION_CACHE = "/tmp/cc12m_jax_test_compilation_cache"
+# One directory per xdist worker: JAX (0.10, no size cap) writes an entry in
+# place, so a worker reading an entry the other is still writing deserializes
+# a truncated program and aborts. The subprocesses a worker starts share its
+# directory: it waits on them, and of a multi-process run only process 0 writes.
+COMPILATION_CACHE = os.path.join("/tmp/cc12m_jax_test_compilation_cache",
+                                 os.environ.get("PYTEST_XDIST_WORKER", "main"))
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

@@ -10,8 +10,8 @@ from tests.synthetic_world import make_world
 # Compiled programs are reused across the in-process and subprocess runs of
 # these tests (same shapes, same code): a large saving on a 2-core machine.
 # One directory per xdist worker: JAX (0.10, no size cap) writes an entry in
-# place, so a worker reading an entry the other is still writing deserializes
-# a truncated program and aborts. The subprocesses a worker starts share its
+# place, so with one directory a worker could read, and deserialize, a program
+# the other is still writing. The subprocesses a worker starts share its
 # directory: it waits on them, and of a multi-process run only process 0 writes.
 COMPILATION_CACHE = os.path.join("/tmp/cc12m_jax_test_compilation_cache",
                                  os.environ.get("PYTEST_XDIST_WORKER", "main"))

@@ -203,11 +203,11 @@ def _recover_id(text: str) -> Optional[str]:
   found: dict[str, str] = {}
   for match in _ID_IN_TEXT.finditer(text[:100_000]):
     found.setdefault(match.group(1), match.group(2))
-  alias = next((key for key in _ID_KEYS if key in found), None)
-  if alias is None:
+  quoted = _first(found, _ID_KEYS)
+  if quoted is None:
     return None
   try:
-    value = json.loads(found[alias])
+    value = json.loads(quoted)
   except ValueError:
     return None
   if not value.strip() or has_surrogates(value) or "\ufffd" in value:

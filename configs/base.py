@@ -233,7 +233,12 @@ def synthetic_config() -> ml_collections.ConfigDict:
   c.num_coco_train = 2_000
   c.num_coco_val = 250
   c.num_nocaps_val = 300
-  c.num_flickr = 300         # flickr_train 2/3 of it
+  # flickr_train is num_flickr - 2 * (num_flickr // 6): 500 images (2,500
+  # captions), Flickr30K's 29K training images at the scale COCO-style data
+  # has here (real COCO's 118K images at 1/59; docs/synthetic_world.md,
+  # "Sizes and passes"): the two fine-tuning sets keep the paper's ratio of
+  # images (29K / 118K).
+  c.num_flickr = 750
   # Flickr30K's val and test galleries are 1,000 images each (paper Sec. 4.2,
   # the Karpathy split): R@K depends on the gallery's size, and a gallery of a
   # few dozen puts every pre-trained model at R@1 ~ 95, where neither the

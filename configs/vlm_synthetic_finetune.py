@@ -24,7 +24,7 @@ def get_config() -> ml_collections.ConfigDict:
   config.optim.learning_rate = LEARNING_RATE
   config.optim.warmup_steps = 20
   config.optim.decay_steps = 100
-  # 58 epochs of the 1,000 Flickr-style training pairs at batch 64; the step
+  # 23 epochs of the 2,500 Flickr-style training pairs at batch 64; the step
   # is chosen on flickr_val among the 9 checkpoints, so the range has to
   # reach past the best step of every pre-trained model (the steps chosen
   # are in docs/results.md, Table 8).

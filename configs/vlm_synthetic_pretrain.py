@@ -12,13 +12,12 @@ from configs import synthetic_pretrain
 # Long enough that held-out zero-shot retrieval has stopped rising for the
 # largest single source (CC12M-style): the first multiple of 1,000 steps after
 # which 1,000 more add less than 1 point of image R@1 on flickr_val (never
-# reported), set on the 150-concept world with 8x the default's web captions
-# (docs/results.md, *The 150-concept real-size world: the dual encoder's
-# pre-training length*). On the default world it is 12 passes over the
-# CC12M-style pairs, as the ic recipe's 4,800 steps are (configs/
-# synthetic_pretrain.py). The paper's 2M steps are hundreds of epochs, so its
-# pre-trainings are not cut short. Every source gets the same steps.
-NUM_TRAIN_STEPS = 5_000
+# reported), read on the default world (docs/results.md, *The default world:
+# the dual encoder's pre-training length*). That is 14.7 passes over the
+# CC12M-style pairs and 55 over the CC3M-style ones. The paper's 2M steps are
+# hundreds of epochs, so its pre-trainings are not cut short. Every source
+# gets the same steps.
+NUM_TRAIN_STEPS = 6_000
 
 
 def get_config() -> ml_collections.ConfigDict:

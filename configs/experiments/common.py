@@ -20,6 +20,7 @@ import ml_collections
 from configs import base
 from configs import synthetic_finetune
 from configs import synthetic_pretrain
+from configs import vlm_synthetic_finetune
 
 ConfigDict = ml_collections.ConfigDict
 SIZES = ("synthetic", "paper")
@@ -200,15 +201,18 @@ def vlm_pretrain(size: str, sources: str, fraction: float = 1.0) -> ConfigDict:
 
 
 def vlm_train(size: str, source: str = "flickr_train") -> ConfigDict:
-  """From scratch on Flickr train (the paper's from-scratch row; at paper size
-  the Flickr fine-tuning schedule at the pre-training learning rate 3.2e-4)."""
+  """From scratch on Flickr train (the paper's from-scratch row): the Flickr
+  fine-tuning schedule (steps and kept checkpoints, so the step is chosen on
+  flickr_val among as many) at the pre-training learning rate."""
   refs = {"references": FLICKR_REFERENCES}
   if size == "synthetic":
+    schedule = vlm_synthetic_finetune.get_config().train
     return stage("configs/vlm_synthetic_pretrain.py", "pretrain",
                  data={"train_sources": source, "train_weights": "1.0", "train_fractions": "1.0",
                        "exclude_ids_of": ""},
-                 train={"num_train_steps": 300, "checkpoint_every_steps": 50,
-                        "keep_checkpoints": 6}, eval=refs)
+                 train={"num_train_steps": schedule.num_train_steps,
+                        "checkpoint_every_steps": schedule.checkpoint_every_steps,
+                        "keep_checkpoints": schedule.keep_checkpoints}, eval=refs)
   return stage("configs/vlm_flickr_finetune.py:3.2e-4", "pretrain", eval=refs)
 
 

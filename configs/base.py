@@ -261,6 +261,11 @@ def synthetic_config() -> ml_collections.ConfigDict:
   # what else an alt-text says (tags, titles, handles, dates), drawn from a
   # web vocabulary of web_vocab_size words; they name no concept. 0 = none.
   c.cc12m_context_words = 5.5
+  # "alt_text", or "cc3m": an ablation that writes the cc12m source's pairs
+  # (the same scenes) as CC3M's transformations would, without the web
+  # context, misaligned at cc12m_misaligned_fraction: the caption's style
+  # apart from the coverage (docs/synthetic_world.md, "Sources").
+  c.cc12m_caption_style = "alt_text"
   c.web_vocab_size = 2_000
   # Calibration against the paper's Table 9 (docs/synthetic_world.md):
   # Zipf exponent of the concepts' web frequencies; the probability that a

@@ -3,6 +3,9 @@
 #
 #   launch/reproduce.sh table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]
 #   launch/reproduce.sh headline|finetune_grid|vlm_finetune_grid|table3_rates ...   (the main job's suite; the fine-tuning recipe grids; Table 3 at each grid rate)
+#   launch/reproduce.sh vlm_caption_style ...   (Table 8's CC3M and CC12M rows on $DATA and on
+#       the world whose cc12m captions are CC3M-style, ${DATA}_cc12m_cc3m_style, generated
+#       first if missing; results in $WORK and ${WORK}_cc12m_cc3m_style)
 #
 # Runs `python -m cc12m_jax.experiments` on configs/experiments/<suite>.py at
 # the given size (default synthetic) and prints the suite's table, the
@@ -27,7 +30,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUITES=(table3 table5 table7 fig6 table8 table11 table12)
-EXTRA=(headline finetune_grid vlm_finetune_grid table3_rates)  # not part of `all`: headline is a subset of table3; the grids find recipes; table3_rates checks Table 3 against them
+EXTRA=(headline finetune_grid vlm_finetune_grid table3_rates vlm_caption_style)  # not part of `all`: headline is a subset of table3; the grids find recipes; table3_rates checks Table 3 against them; vlm_caption_style is an ablation of Table 8
 if [[ $# -lt 1 ]]; then
   echo "usage: $0 table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]" >&2
   exit 2
@@ -69,8 +72,23 @@ for suite in "${RUN[@]}"; do
     "$PY" -m cc12m_jax.data.clusters --data_dir="$DATA" --source=cc12m \
       --num_clusters=256 --sample_regions=50000
   fi
-  echo "=== $suite ($SIZE size, $SEEDS seed(s)) in $WORK"
-  "$PY" -m cc12m_jax.experiments --suite="configs/experiments/$suite.py:$SIZE" \
-    --suite.data_dir="$DATA" --workdir="$WORK" --seeds="$SEEDS" --parallel="${PARALLEL:-1}" \
-    --python="$PY" "$@"
+  PAIRS=("$DATA|$WORK")
+  if [[ "$suite" == vlm_caption_style ]]; then
+    [[ "$SIZE" == synthetic ]] || { echo "vlm_caption_style runs at synthetic size only" >&2; exit 2; }
+    STYLED="${DATA}_cc12m_cc3m_style"
+    if [[ ! -f "$STYLED/vocab.txt" ]]; then
+      echo "=== Generating the world with CC3M-style cc12m captions into $STYLED"
+      "$PY" -m cc12m_jax.data.synthetic.generate --config=configs/synthetic_data.py \
+        --output_dir="$STYLED" --config.synthetic.cc12m_caption_style=cc3m \
+        --config.synthetic.cc12m_misaligned_fraction=0.1
+    fi
+    PAIRS+=("$STYLED|${WORK}_cc12m_cc3m_style")
+  fi
+  for pair in "${PAIRS[@]}"; do
+    data="${pair%%|*}"; work="${pair#*|}"
+    echo "=== $suite ($SIZE size, $SEEDS seed(s)) on $data in $work"
+    "$PY" -m cc12m_jax.experiments --suite="configs/experiments/$suite.py:$SIZE" \
+      --suite.data_dir="$data" --workdir="$work" --seeds="$SEEDS" --parallel="${PARALLEL:-1}" \
+      --python="$PY" "$@"
+  done
 done

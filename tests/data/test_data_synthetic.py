@@ -280,6 +280,47 @@ def test_cc12m_context_lengthens_alt_texts_without_naming_concepts():
   assert 6.0 < np.mean(added) < 8.5 and min(added) < 3 and max(added) > 12  # Poisson
 
 
+def test_cc12m_caption_style_cc3m_rewrites_captions_of_the_same_images():
+  """cc12m_caption_style='cc3m' keeps the cc12m source's scenes, ids and (at
+  the same cc12m_misaligned_fraction) features, and writes each pair as a CC3M-style caption: no alt-text words,
+  no web context, the image's first concept (as CC3M writes it) named unless
+  misaligned, at cc12m_misaligned_fraction."""
+  cfg = tiny_config().synthetic
+  world = world_lib.World(cfg.num_concepts, FEATURE_DIM, cfg.seed,
+                          zipf_exponent=cfg.zipf_exponent)
+
+  def made(style, misaligned):
+    cfg.cc12m_caption_style, cfg.cc12m_misaligned_fraction = style, misaligned
+    spec = {s.name: s for s in generate_lib._source_specs(cfg, world)}["cc12m"]
+    examples = []
+    for i in range(400):
+      scene, captions, _, image_id, rng = spec.make(
+          world, i, generate_lib.image_rng(cfg.seed, "cc12m", i))
+      examples.append((scene, captions[0], image_id, world.render(scene, rng).global_feature))
+    return examples
+
+  for misaligned, lo, hi in ((0.0, 1.0, 1.0), (0.5, 0.35, 0.65)):
+    alt_text, rewritten = made("alt_text", misaligned), made("cc3m", misaligned)
+    naming_first = []
+    for (scene, alt, image_id, feature), (scene3, text, image_id3, feature3) in zip(
+        alt_text, rewritten):
+      assert scene == scene3 and image_id == image_id3
+      np.testing.assert_array_equal(feature, feature3)
+      assert text != alt and "<PERSON>" not in text and "|" not in text
+      assert not any(b in text for b in captions_lib._BOILERPLATE), text
+      naming_first.append(
+          f" {captions_lib._cc3m_name(world, scene.instances[0].concept)} " in f" {text} ")
+    assert lo <= np.mean(naming_first) <= hi, (misaligned, np.mean(naming_first))
+
+
+def test_bad_caption_style_fails_before_writing(tmp_path):
+  cfg = tiny_config()
+  cfg.synthetic.cc12m_caption_style = "cc3"
+  with pytest.raises(ValueError, match="cc12m_caption_style: 'cc3'"):
+    generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
+  assert not os.path.exists(tmp_path / "w")
+
+
 def test_bad_context_knobs_fail_before_writing(tmp_path):
   cfg = tiny_config()
   cfg.synthetic.cc12m_context_words = -1.0

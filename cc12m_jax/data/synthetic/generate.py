@@ -42,6 +42,10 @@ EVAL_SOURCES = tuple(s for s in ALL_SOURCES if s not in TRAIN_SOURCES)
 # Sources whose captions make the vocabulary (the training corpora).
 VOCAB_SOURCES = TRAIN_SOURCES
 _SOURCE_CODES = {name: i for i, name in enumerate(ALL_SOURCES)}
+# What the cc12m source's captions are: raw alt-texts (the default), or the
+# same pairs written as CC3M's transformations write them (an ablation:
+# docs/synthetic_world.md, "Sources").
+CC12M_CAPTION_STYLES = ("alt_text", "cc3m")
 _PROGRESS_MIN_RECORDS = 20_000
 
 
@@ -120,6 +124,20 @@ def _source_specs(cfg: ml_collections.ConfigDict,
       scene, image_id, render_rng = w.sample_scene(rng), f"cc12m_{i:07d}", rng
     text, _ = captions_lib.cc12m_style(
         w, scene, rng, misaligned_fraction=cfg.cc12m_misaligned_fraction)
+    if cfg.cc12m_caption_style == "cc3m":
+      # The ablation of the caption's style alone: the alt-text is still drawn
+      # (so the image's generator advances as it does: the same scenes and
+      # ids, and at the same misaligned fraction the same features), then
+      # replaced by what CC3M's transformations write for the same pair, from
+      # a generator of its own.
+      # A misaligned pair stays at cc12m_misaligned_fraction; CC3M's cleaning
+      # keeps no web context.
+      style_rng = np.random.default_rng([cfg.seed, _SOURCE_CODES["cc12m"], i, 2])
+      described = scene
+      if style_rng.random() < cfg.cc12m_misaligned_fraction:
+        described = captions_lib.misnamed(w, scene, style_rng)
+      return (scene, [captions_lib.cc3m_style(w, described, style_rng)], "",
+              image_id, render_rng)
     if cfg.cc12m_context_words > 0:
       # Its own generator, so the alt-text's head and the image's features
       # are the same bytes with or without the context.
@@ -278,6 +296,10 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
         "config.synthetic: cc12m_context_words must be >= 0 (got "
         f"{syn.cc12m_context_words}), and web_vocab_size >= 1 when it is > 0 "
         f"(got {syn.web_vocab_size})")
+  if syn.cc12m_caption_style not in CC12M_CAPTION_STYLES:
+    raise ValueError(
+        f"config.synthetic.cc12m_caption_style: {syn.cc12m_caption_style!r}; choose "
+        f"one of {CC12M_CAPTION_STYLES}")
   if (syn.appearance_modes < 1 or not 0.0 <= syn.mode_shared <= 1.0
       or syn.mode_zipf_exponent < 0):
     raise ValueError(

@@ -10,6 +10,10 @@ shows, the per-concept long-tail report in `DIR/<suite>/long_tail/`
   --seeds=N          run every condition with seeds 0 .. N-1
   --first_seed=K     start there instead: seeds K .. K+N-1 (one seed on each of
                      several machines, collected together afterwards)
+  --stages=P[,P...]  run only the stages whose key (<condition>/<stage>) matches
+                     a shell-style pattern, and the stages they depend on
+                     (e.g. '*/ic_*': the captioning half of fig6); the
+                     results collect whatever has finished
   --dry_run          print each stage's command (in order) and run nothing
   --collect_only     run nothing; collect what the stages have written
   --launcher=CMD     prefix every stage's command, or put it where CMD says
@@ -42,6 +46,9 @@ SEEDS = flags.DEFINE_integer("seeds", 1, "Run every condition with seeds 0 .. N-
                              "--first_seed).", lower_bound=1)
 FIRST_SEED = flags.DEFINE_integer("first_seed", 0, "The first of the --seeds seeds.",
                                   lower_bound=0)
+STAGES = flags.DEFINE_list(
+    "stages", [], "Run only the stages whose key (<condition>/<stage>) matches one of these "
+    "shell-style patterns, and what they depend on (e.g. '*/ic_*').")
 DRY_RUN = flags.DEFINE_bool("dry_run", False, "Print every stage's command; run nothing.")
 COLLECT_ONLY = flags.DEFINE_bool("collect_only", False, "Run nothing; collect the results.")
 LAUNCHER = flags.DEFINE_string("launcher", "", "Command prefix of every stage (shell words).")
@@ -75,7 +82,7 @@ def main(argv: list[str]) -> None:
     suite = suite_lib.from_config(SUITE.value)
     configs = validation.check(suite, WORKDIR.value,
                                check_data=CHECK_DATA.value and not COLLECT_ONLY.value)
-    runs = runner.plan(suite, WORKDIR.value, seeds, configs)
+    runs = runner.select(runner.plan(suite, WORKDIR.value, seeds, configs), STAGES.value)
     if not COLLECT_ONLY.value:
       runner.execute(runs, launcher=shlex.split(LAUNCHER.value), python=PYTHON.value,
                      dry_run=DRY_RUN.value, parallel=PARALLEL.value)

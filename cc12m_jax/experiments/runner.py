@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import fnmatch
 import functools
 import hashlib
 import json
@@ -92,6 +93,29 @@ def plan(suite: Suite, workdir: str, seeds: Sequence[int],
       runs.append(StageRun(stage, seed, commands.stage_dir(workdir, stage.key, seed),
                            commands.main_args(suite, stage, workdir, seed), final, inputs, data))
   return runs
+
+
+def select(runs: Sequence[StageRun], patterns: Sequence[str]) -> list[StageRun]:
+  """The runs whose stage key (`<condition>/<stage>`) matches one of the
+  shell-style patterns (e.g. `*/ic_*`: the captioning half of a suite), and
+  every stage those depend on, in plan order: a selected stage always has
+  its inputs. No patterns: every run. SuiteError for a pattern that matches
+  no stage, naming the suite's stages."""
+  if not patterns:
+    return list(runs)
+  keys = sorted({run.stage.key for run in runs})
+  for pattern in patterns:
+    if not fnmatch.filter(keys, pattern):
+      raise SuiteError(f"--stages: {pattern!r} matches no stage of the suite (stages: {keys})")
+  by_key = {run.stage.key: run.stage for run in runs}
+  wanted = {key for key in keys if any(fnmatch.fnmatchcase(key, p) for p in patterns)}
+  todo = list(wanted)
+  while todo:  # and what they are made from, transitively
+    for dep in by_key[todo.pop()].dependencies:
+      if dep not in wanted:
+        wanted.add(dep)
+        todo.append(dep)
+  return [run for run in runs if run.stage.key in wanted]
 
 
 def _load_marker(directory: str) -> dict[str, Any] | None:

@@ -284,6 +284,37 @@ def test_dry_run_prints_stages_after_their_inputs_selecting_on_the_held_out_spli
   assert "--config.train.seed=1" in evaluate and "--config.data.seed=1" in evaluate
 
 
+def test_stages_selects_by_pattern_with_what_the_selection_depends_on(tmp_path):
+  suite = _load("configs/experiments/fig6.py:synthetic")
+  runs = runner.plan(suite, "/tmp/w", [0, 1], validation.check(suite, "/tmp/w", check_data=False))
+  assert len(runs) == 50  # 5 conditions x 5 stages x 2 seeds
+  captioning = runner.select(runs, ["*/ic_*"])
+  assert len(captioning) == 30
+  assert {r.stage.name for r in captioning} == {"ic_pretrain", "ic_finetune", "ic_evaluate"}
+  assert [r for r in runs if r in captioning] == captioning  # plan order kept
+  # One evaluation pulls in the fine-tuning it scores and the pre-training under that.
+  one = runner.select(runs, ["cc3m/ic_evaluate"])
+  assert [(r.stage.key, r.seed) for r in one] == [
+      (k, seed) for seed in (0, 1)
+      for k in ("cc3m/ic_pretrain", "cc3m/ic_finetune", "cc3m/ic_evaluate")]
+  both = runner.select(runs, ["cc3m/vlm_*", "cc12m_10pct/ic_pretrain"])
+  assert sorted({r.stage.key for r in both}) == [
+      "cc12m_10pct/ic_pretrain", "cc3m/vlm_pretrain", "cc3m/vlm_zero_shot"]
+  assert runner.select(runs, []) == runs
+  with pytest.raises(suite_lib.SuiteError, match=r"'\*/ic_pretrian' matches no stage.*"
+                     r"cc12m/ic_evaluate"):
+    runner.select(runs, ["*/ic_*", "*/ic_pretrian"])
+  # The flag: the dry run prints the selected stages only.
+  out = subprocess.run(
+      [sys.executable, "-m", "cc12m_jax.experiments", "--suite=configs/experiments/fig6.py",
+       f"--workdir={tmp_path}", "--stages=*/ic_*", "--dry_run", "--nocheck_data"],
+      capture_output=True, text=True, timeout=300, cwd=REPO_ROOT)
+  assert out.returncode == 0, out.stderr[-3000:]
+  headers = [line for line in out.stdout.splitlines() if line.startswith("# ") and "(seed" in line]
+  assert len(headers) == 15 and all("/ic_" in h for h in headers)
+  assert "# 15 stages" in out.stdout
+
+
 def test_first_seed_runs_only_the_seeds_from_it(tmp_path):
   # One seed per machine: --first_seed=1 --seeds=2 plans seeds 1 and 2, never 0.
   out = subprocess.run(

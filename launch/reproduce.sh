@@ -4,8 +4,10 @@
 #   launch/reproduce.sh table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]
 #   launch/reproduce.sh headline|finetune_grid|vlm_finetune_grid|table3_rates ...   (the main job's suite; the fine-tuning recipe grids; Table 3 at each grid rate)
 #   launch/reproduce.sh vlm_caption_style ...   (Table 8's CC3M and CC12M rows on $DATA and on
-#       the world whose cc12m captions are CC3M-style, ${DATA}_cc12m_cc3m_style, generated
-#       first if missing; results in $WORK and ${WORK}_cc12m_cc3m_style)
+#       three worlds that cross the cc12m captions' style with their misaligned share, each
+#       generated first if missing: ${DATA}_cc12m_cc3m_style (CC3M-style words, CC3M's 0.1),
+#       ${DATA}_cc12m_misaligned_0.1 (alt-texts at 0.1), ${DATA}_cc12m_cc3m_style_misaligned_0.25
+#       (CC3M-style words at CC12M's 0.25); results in $WORK and ${WORK}_<the same suffix>)
 #
 # Runs `python -m cc12m_jax.experiments` on configs/experiments/<suite>.py at
 # the given size (default synthetic) and prints the suite's table, the
@@ -75,14 +77,20 @@ for suite in "${RUN[@]}"; do
   PAIRS=("$DATA|$WORK")
   if [[ "$suite" == vlm_caption_style ]]; then
     [[ "$SIZE" == synthetic ]] || { echo "vlm_caption_style runs at synthetic size only" >&2; exit 2; }
-    STYLED="${DATA}_cc12m_cc3m_style"
-    if [[ ! -f "$STYLED/vocab.txt" ]]; then
-      echo "=== Generating the world with CC3M-style cc12m captions into $STYLED"
-      "$PY" -m cc12m_jax.data.synthetic.generate --config=configs/synthetic_data.py \
-        --output_dir="$STYLED" --config.synthetic.cc12m_caption_style=cc3m \
-        --config.synthetic.cc12m_misaligned_fraction=0.1
-    fi
-    PAIRS+=("$STYLED|${WORK}_cc12m_cc3m_style")
+    # style x misaligned share, 2 x 2: the default world is (alt_text, 0.25);
+    # 0.25 and 0.1 are the paper's poor-fit shares of CC12M and CC3M (76.6%
+    # and 90.3% rated a good fit).
+    for variant in "cc12m_cc3m_style cc3m 0.1" "cc12m_misaligned_0.1 alt_text 0.1" \
+                   "cc12m_cc3m_style_misaligned_0.25 cc3m 0.25"; do
+      read -r suffix style share <<<"$variant"
+      if [[ ! -f "${DATA}_$suffix/vocab.txt" ]]; then
+        echo "=== Generating the world with $style cc12m captions, misaligned $share, into ${DATA}_$suffix"
+        "$PY" -m cc12m_jax.data.synthetic.generate --config=configs/synthetic_data.py \
+          --output_dir="${DATA}_$suffix" --config.synthetic.cc12m_caption_style="$style" \
+          --config.synthetic.cc12m_misaligned_fraction="$share"
+      fi
+      PAIRS+=("${DATA}_$suffix|${WORK}_$suffix")
+    done
   fi
   for pair in "${PAIRS[@]}"; do
     data="${pair%%|*}"; work="${pair#*|}"

@@ -2,14 +2,16 @@
 
 On the default world, fine-tuned on Flickr-style data, CC12M-style
 pre-training retrieves worse than CC3M-style (docs/results.md, *Table 8*).
-The leading reading is the caption's style: CC3M-style captions are clean
-sentences, close to Flickr's, alt-texts are not. This suite runs the two
-conditions, with Table 8's very stages, on two worlds that differ only in the
-cc12m source's words: the default one, and one generated with
-`--config.synthetic.cc12m_caption_style=cc3m` (the same scenes written as
-CC3M's transformations write them, misaligned at CC3M's rate), each in its own
-workdir (`launch/reproduce.sh vlm_caption_style` makes both). If style is the
-cause, CC12M's deficit after fine-tuning closes or turns on the second world.
+The leading reading is the caption: CC3M-style captions are clean sentences,
+close to Flickr's, alt-texts are not, and a quarter of them (against a tenth)
+fit their image poorly. This suite runs the two conditions, with Table 8's
+very stages, on four worlds that differ only in the cc12m source's captions,
+each in its own workdir (`launch/reproduce.sh vlm_caption_style` makes them):
+`--config.synthetic.cc12m_caption_style` alt_text (the default) or cc3m (the
+same scenes written as CC3M's transformations write them), crossed with
+`--config.synthetic.cc12m_misaligned_fraction` 0.25 (the default, CC12M's
+poor-fit share) or 0.1 (CC3M's). Where CC12M's deficit after fine-tuning
+closes says which of the two costs it.
 
   python -m cc12m_jax.experiments --suite=configs/experiments/vlm_caption_style.py --workdir=W
 """

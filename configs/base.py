@@ -266,6 +266,14 @@ def synthetic_config() -> ml_collections.ConfigDict:
   # context, misaligned at cc12m_misaligned_fraction: the caption's style
   # apart from the coverage (docs/synthetic_world.md, "Sources").
   c.cc12m_caption_style = "alt_text"
+  # Both CC pipelines keep CC3M's image-text filter (paper Sec. 2.2, step 3):
+  # a kept pair's raw alt-text holds a confident tag of its image. True: the
+  # web sources (cc3m, cc3m_dev, cc12m) hold only such pairs, each record
+  # redrawn until the curation's own filter passes it, its poor-fit decision
+  # kept, so the misaligned shares stay the raters' shares of kept pairs.
+  # False: pairs as drawn, about a fifth of cc12m's failing that filter
+  # (docs/synthetic_world.md, "Misaligned pairs and the image-text filter").
+  c.web_image_text_filter = False
   c.web_vocab_size = 2_000
   # Calibration against the paper's Table 9 (docs/synthetic_world.md):
   # Zipf exponent of the concepts' web frequencies; the probability that a

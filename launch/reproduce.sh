@@ -7,7 +7,9 @@
 #       three worlds that cross the cc12m captions' style with their misaligned share, each
 #       generated first if missing: ${DATA}_cc12m_cc3m_style (CC3M-style words, CC3M's 0.1),
 #       ${DATA}_cc12m_misaligned_0.1 (alt-texts at 0.1), ${DATA}_cc12m_cc3m_style_misaligned_0.25
-#       (CC3M-style words at CC12M's 0.25); results in $WORK and ${WORK}_<the same suffix>)
+#       (CC3M-style words at CC12M's 0.25), and ${DATA}_web_image_text_filter (the default's
+#       captions and shares, every web pair passing the image-text filter); results in $WORK
+#       and ${WORK}_<the same suffix>)
 #
 # Runs `python -m cc12m_jax.experiments` on configs/experiments/<suite>.py at
 # the given size (default synthetic) and prints the suite's table, the
@@ -80,14 +82,20 @@ for suite in "${RUN[@]}"; do
     # style x misaligned share, 2 x 2: the default world is (alt_text, 0.25);
     # 0.25 and 0.1 are the paper's poor-fit shares of CC12M and CC3M (76.6%
     # and 90.3% rated a good fit).
-    for variant in "cc12m_cc3m_style cc3m 0.1" "cc12m_misaligned_0.1 alt_text 0.1" \
-                   "cc12m_cc3m_style_misaligned_0.25 cc3m 0.25"; do
-      read -r suffix style share <<<"$variant"
+    # A fifth world keeps the default's words and shares, and its web pairs
+    # pass the image-text filter both pipelines keep (docs/synthetic_world.md,
+    # "Misaligned pairs and the image-text filter").
+    for variant in "cc12m_cc3m_style cc3m 0.1 False" "cc12m_misaligned_0.1 alt_text 0.1 False" \
+                   "cc12m_cc3m_style_misaligned_0.25 cc3m 0.25 False" \
+                   "web_image_text_filter alt_text 0.25 True"; do
+      read -r suffix style share filter <<<"$variant"
       if [[ ! -f "${DATA}_$suffix/vocab.txt" ]]; then
-        echo "=== Generating the world with $style cc12m captions, misaligned $share, into ${DATA}_$suffix"
+        echo "=== Generating the world with $style cc12m captions, misaligned $share," \
+             "image-text filter $filter, into ${DATA}_$suffix"
         "$PY" -m cc12m_jax.data.synthetic.generate --config=configs/synthetic_data.py \
           --output_dir="${DATA}_$suffix" --config.synthetic.cc12m_caption_style="$style" \
-          --config.synthetic.cc12m_misaligned_fraction="$share"
+          --config.synthetic.cc12m_misaligned_fraction="$share" \
+          --config.synthetic.web_image_text_filter="$filter"
       fi
       PAIRS+=("${DATA}_$suffix|${WORK}_$suffix")
     done

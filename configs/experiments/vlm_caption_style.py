@@ -10,8 +10,10 @@ each in its own workdir (`launch/reproduce.sh vlm_caption_style` makes them):
 `--config.synthetic.cc12m_caption_style` alt_text (the default) or cc3m (the
 same scenes written as CC3M's transformations write them), crossed with
 `--config.synthetic.cc12m_misaligned_fraction` 0.25 (the default, CC12M's
-poor-fit share) or 0.1 (CC3M's). Where CC12M's deficit after fine-tuning
-closes says which of the two costs it.
+poor-fit share) or 0.1 (CC3M's); and on a fifth, the default's captions and
+shares with `--config.synthetic.web_image_text_filter=True` (every web pair
+passes the image-text filter both pipelines keep, as real kept pairs do).
+Where CC12M's deficit after fine-tuning closes says what costs it.
 
   python -m cc12m_jax.experiments --suite=configs/experiments/vlm_caption_style.py --workdir=W
 """

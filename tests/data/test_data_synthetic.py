@@ -7,6 +7,10 @@ import os
 import numpy as np
 import pytest
 
+from cc12m_jax.curation import config as curation_config
+from cc12m_jax.curation import tag_overlap
+from cc12m_jax.curation import words as words_lib
+from cc12m_jax.data import image_text_check
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.synthetic import captions as captions_lib
@@ -311,6 +315,61 @@ def test_cc12m_caption_style_cc3m_rewrites_captions_of_the_same_images():
       naming_first.append(
           f" {captions_lib._cc3m_name(world, scene.instances[0].concept)} " in f" {text} ")
     assert lo <= np.mean(naming_first) <= hi, (misaligned, np.mean(naming_first))
+
+
+def test_web_image_text_filter_keeps_only_pairs_the_curation_filter_passes(tmp_path):
+  """With web_image_text_filter every cc12m pair passes the curation's own
+  image-text filter (and every cc3m pair on its raw, unhypernymized text),
+  the poor-fit share stays the knob's, and the rejected candidates are
+  counted; without it about a fifth of cc12m's pairs would fail."""
+  cfg = tiny_config()
+  syn = cfg.synthetic
+  world = world_lib.World(syn.num_concepts, FEATURE_DIM, syn.seed,
+                          zipf_exponent=syn.zipf_exponent)
+  image_text = curation_config.preset_config("cc12m").image_text
+
+  def made(filtered, source, n=500):
+    syn.web_image_text_filter = filtered
+    rejected = collections.Counter()
+    spec = {s.name: s for s in generate_lib._source_specs(syn, world, rejected)}[source]
+    out = []
+    for i in range(n):
+      scene, (text,), _, _, rng = spec.make(world, i, generate_lib.image_rng(syn.seed, source, i))
+      rendered = world.render(scene, rng)
+      tags = [[t, float(v)] for t, v in zip(rendered.tags, rendered.tag_scores)]
+      fails = tag_overlap.tag_overlap_rejection(words_lib.words(text), tags, image_text)
+      first = world.concepts[scene.instances[0].concept].name
+      out.append((fails, first in text))
+    return out, rejected
+
+  raw, none_rejected = made(False, "cc12m")
+  kept, rejected = made(True, "cc12m")
+  assert not none_rejected
+  assert 0.1 < np.mean([f is not None for f, _ in raw]) < 0.35
+  assert all(f is None for f, _ in kept)
+  # Each raw failure is redrawn, a poor fit often several times.
+  assert sum(f is not None for f, _ in raw) <= rejected["cc12m"] < 10 * len(raw)
+  # The poor-fit share is the raters' share of kept pairs: it does not move.
+  assert abs(np.mean([n for _, n in kept]) - np.mean([n for _, n in raw])) < 0.07
+  _, rejected3 = made(True, "cc3m", n=300)
+  assert rejected3["cc3m"] > 0 and set(rejected3) == {"cc3m"}
+
+  syn.web_image_text_filter = True
+  summary = generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
+  counts = image_text_check.check_records(
+      metadata_lib.shard_files(str(tmp_path / "w"), "cc12m"))
+  assert counts["pass"] == counts["captions"] == syn.num_cc12m
+  line = generate_lib.format_summary(summary, str(tmp_path / "w")).splitlines()[-3]
+  assert line.startswith("candidates the image-text filter rejected: cc3m="), line
+  assert f"cc12m={summary['sources']['cc12m']['filter_rejected']} (" in line
+
+
+def test_web_image_text_filter_needs_alt_texts(tmp_path):
+  cfg = tiny_config()
+  cfg.synthetic.web_image_text_filter, cfg.synthetic.cc12m_caption_style = True, "cc3m"
+  with pytest.raises(ValueError, match="web_image_text_filter filters alt-texts"):
+    generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
+  assert not os.path.exists(tmp_path / "w")
 
 
 def test_bad_caption_style_fails_before_writing(tmp_path):

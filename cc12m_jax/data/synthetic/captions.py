@@ -95,9 +95,14 @@ def _cc3m_name(world: world_lib.World, concept: int) -> str:
 
 
 def cc3m_style(world: world_lib.World, scene: world_lib.Scene,
-               rng: np.random.Generator) -> str:
-  """A cleaned web caption: entities hypernymized, digits as '#'."""
-  names = [_cc3m_name(world, i.concept) for i in scene.instances]
+               rng: np.random.Generator, *, hypernymize: bool = True) -> str:
+  """A cleaned web caption: entities hypernymized, digits as '#'.
+
+  hypernymize=False: the same draw with the entities' own names, the text
+  CC3M's filters saw (its transformations run after them).
+  """
+  names = [_cc3m_name(world, i.concept) if hypernymize else world.concepts[i.concept].name
+           for i in scene.instances]
   place = world_lib.SCENES[scene.scene][1]
   first = names[0]
   color = world_lib.COLORS[scene.instances[0].color]

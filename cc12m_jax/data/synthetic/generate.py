@@ -9,6 +9,8 @@ record is drawn from its own generator seeded by (seed, source, index), and
 files are written in a fixed order, so the same seed gives the same bytes.
 See docs/synthetic_world.md.
 """
+import collections
+import copy
 import dataclasses
 import json
 import math
@@ -24,6 +26,9 @@ import numpy as np
 import tensorflow as tf
 
 from cc12m_jax import config_check
+from cc12m_jax.curation import config as curation_config
+from cc12m_jax.curation import tag_overlap
+from cc12m_jax.curation import words as words_lib
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.synthetic import captions as captions_lib
@@ -46,6 +51,11 @@ _SOURCE_CODES = {name: i for i, name in enumerate(ALL_SOURCES)}
 # same pairs written as CC3M's transformations write them (an ablation:
 # docs/synthetic_world.md, "Sources").
 CC12M_CAPTION_STYLES = ("alt_text", "cc3m")
+# web_image_text_filter: candidates drawn for one web record before it is an
+# error (the filter passes most candidates at once: docs/synthetic_world.md).
+MAX_FILTER_DRAWS = 1000
+# The filtered web sources (cc3m_dev is drawn as cc3m is).
+FILTERED_SOURCES = ("cc3m", "cc12m", "cc3m_dev")
 _PROGRESS_MIN_RECORDS = 20_000
 
 
@@ -77,8 +87,24 @@ def _shows_novel(world: world_lib.World, scene: world_lib.Scene) -> bool:
              for i in scene.instances)
 
 
+def _draws(seed: int, source: str, index: int,
+           rng: np.random.Generator, filtered: bool) -> Iterator[np.random.Generator]:
+  """A web record's candidate generators: its own first (the unfiltered
+  world's draw), then, when filtered, one of their own per further candidate."""
+  yield rng
+  if filtered:
+    for draw in range(1, MAX_FILTER_DRAWS):
+      yield np.random.default_rng([seed, _SOURCE_CODES[source], index, 3, draw])
+  raise ValueError(
+      f"{source} record {index}: no candidate in {MAX_FILTER_DRAWS} passes the image-text "
+      "filter (config.synthetic.web_image_text_filter)")
+
+
 def _source_specs(cfg: ml_collections.ConfigDict,
-                  world: world_lib.World) -> list[SourceSpec]:
+                  world: world_lib.World,
+                  rejected: collections.Counter | None = None) -> list[SourceSpec]:
+  """The sources' record makers. With web_image_text_filter, `rejected`
+  counts, per web source, the candidates its image-text filter rejected."""
   in_pool = world.by_domain[concepts_lib.IN_DOMAIN]
   near_pool = world.by_domain[concepts_lib.NEAR_DOMAIN]
   out_pool = world.by_domain[concepts_lib.OUT_DOMAIN]
@@ -94,36 +120,76 @@ def _source_specs(cfg: ml_collections.ConfigDict,
   web_vocab = (captions_lib.web_vocabulary(cfg.web_vocab_size, cfg.seed, world)
                if cfg.cc12m_context_words > 0 else None)
 
-  def cc3m(w, i, rng, prefix="cc3m"):
-    # CC3M's filters (text quality, rare words, image-text overlap) reject
-    # alt-texts of tail concepts more often than of common ones: a candidate
-    # showing a novel concept passes with probability cc3m_novel_keep.
-    scene = w.sample_scene(rng)
-    while (cfg.cc3m_novel_keep < 1.0 and _shows_novel(w, scene)
-           and rng.random() >= cfg.cc3m_novel_keep):
-      scene = w.sample_scene(rng)
-    described = scene
-    # A poor-fit pair that CC3M's filters still pass (its raters found about
-    # a tenth of CC3M poor fits): the caption names something else. No draw
-    # at 0, so at 0 the world is byte for byte the one before this knob.
-    if (cfg.cc3m_misaligned_fraction > 0
-        and rng.random() < cfg.cc3m_misaligned_fraction):
-      described = captions_lib.misnamed(w, scene, rng)
-    return (scene, [captions_lib.cc3m_style(w, described, rng)], "",
-            f"{prefix}_{i:07d}", rng)
+  filtered = cfg.web_image_text_filter
+  image_text = curation_config.preset_config("cc12m").image_text  # the same in both presets
+
+  def passes(w, scene, render_rng, raw_text):
+    # The curation's image-text filter against the tags this image will be
+    # rendered with (from a copy: the record renders from render_rng itself).
+    rendered = w.render(scene, copy.deepcopy(render_rng))
+    tags = [[t, float(score)] for t, score in zip(rendered.tags, rendered.tag_scores)]
+    return tag_overlap.tag_overlap_rejection(
+        words_lib.words(raw_text), tags, image_text) is None
+
+  def cc3m(w, i, rng, prefix="cc3m", count=True):
+    # With web_image_text_filter, a candidate whose raw alt-text (before
+    # CC3M's hypernymization, which runs after the filters) shares no
+    # confident tag with its image is redrawn; the poor-fit decision of the
+    # first candidate holds for all (the raters' 90.3% is of kept pairs).
+    misaligned = None
+    for draw, r in enumerate(_draws(cfg.seed, prefix, i, rng, filtered)):
+      # CC3M's filters (text quality, rare words, image-text overlap) reject
+      # alt-texts of tail concepts more often than of common ones: a candidate
+      # showing a novel concept passes with probability cc3m_novel_keep.
+      scene = w.sample_scene(r)
+      while (cfg.cc3m_novel_keep < 1.0 and _shows_novel(w, scene)
+             and r.random() >= cfg.cc3m_novel_keep):
+        scene = w.sample_scene(r)
+      described = scene
+      # A poor-fit pair that CC3M's filters still pass (its raters found about
+      # a tenth of CC3M poor fits): the caption names something else. No draw
+      # at 0, so at 0 the world is byte for byte the one before this knob.
+      coin = (cfg.cc3m_misaligned_fraction > 0
+              and r.random() < cfg.cc3m_misaligned_fraction)
+      misaligned = coin if draw == 0 else misaligned
+      if misaligned:
+        described = captions_lib.misnamed(w, scene, r)
+      before = copy.deepcopy(r) if filtered else None
+      caption = captions_lib.cc3m_style(w, described, r)
+      if not filtered or passes(
+          w, scene, r, captions_lib.cc3m_style(w, described, before, hypernymize=False)):
+        return scene, [caption], "", f"{prefix}_{i:07d}", r
+      if count and rejected is not None:
+        rejected[prefix] += 1
 
   def cc12m(w, i, rng):
-    if period and cfg.num_cc3m and i % period == 0:
+    misaligned_fraction = cfg.cc12m_misaligned_fraction
+    for draw, r in enumerate(_draws(cfg.seed, "cc12m", i, rng, filtered)):
+      text, scene, image_id, render_rng, aligned = cc12m_candidate(
+          w, i, r, draw, misaligned_fraction)
+      if not filtered or passes(w, scene, render_rng, text):
+        return scene, [text], "", image_id, render_rng
+      if rejected is not None:
+        rejected["cc12m"] += 1
+      # Later candidates keep the first one's poor-fit decision (the raters'
+      # 76.6% is of the pairs CC12M kept).
+      if draw == 0:
+        misaligned_fraction = 0.0 if aligned else 1.0
+
+  def cc12m_candidate(w, i, rng, draw, misaligned_fraction):
+    if draw == 0 and period and cfg.num_cc3m and i % period == 0:
       # The same image as a CC3M record (same id, and the same features:
       # rendered from the CC3M record's own rng, advanced exactly as there),
-      # with its raw alt-text: what the paper's CC3M exclusion removes.
+      # with its raw alt-text: what the paper's CC3M exclusion removes. (A
+      # later candidate, after the image-text filter rejected this one, is
+      # a web image of its own.)
       j = (i // period * 7919) % cfg.num_cc3m
       scene, _, _, image_id, render_rng = cc3m(
-          w, j, image_rng(cfg.seed, "cc3m", j))
+          w, j, image_rng(cfg.seed, "cc3m", j), count=False)
     else:
       scene, image_id, render_rng = w.sample_scene(rng), f"cc12m_{i:07d}", rng
-    text, _ = captions_lib.cc12m_style(
-        w, scene, rng, misaligned_fraction=cfg.cc12m_misaligned_fraction)
+    text, aligned = captions_lib.cc12m_style(
+        w, scene, rng, misaligned_fraction=misaligned_fraction)
     if cfg.cc12m_caption_style == "cc3m":
       # The ablation of the caption's style alone: the alt-text is still drawn
       # (so the image's generator advances as it does: the same scenes and
@@ -132,21 +198,22 @@ def _source_specs(cfg: ml_collections.ConfigDict,
       # a generator of its own.
       # A misaligned pair stays at cc12m_misaligned_fraction; CC3M's cleaning
       # keeps no web context.
+      # (Not with web_image_text_filter: the config check refuses both.)
       style_rng = np.random.default_rng([cfg.seed, _SOURCE_CODES["cc12m"], i, 2])
       described = scene
       if style_rng.random() < cfg.cc12m_misaligned_fraction:
         described = captions_lib.misnamed(w, scene, style_rng)
-      return (scene, [captions_lib.cc3m_style(w, described, style_rng)], "",
-              image_id, render_rng)
+      return (captions_lib.cc3m_style(w, described, style_rng), scene, image_id,
+              render_rng, aligned)
     if cfg.cc12m_context_words > 0:
       # Its own generator, so the alt-text's head and the image's features
       # are the same bytes with or without the context.
       context = captions_lib.web_context(
           w, scene, web_vocab, np.random.default_rng(
-              [cfg.seed, _SOURCE_CODES["cc12m"], i, 1]),
+              [cfg.seed, _SOURCE_CODES["cc12m"], i, 1] + ([draw] if draw else [])),
           cfg.cc12m_context_words)
       text = f"{text} {context}" if context else text
-    return scene, [text], "", image_id, render_rng
+    return text, scene, image_id, render_rng, aligned
 
   def coco(split):
     def make(w, i, rng):
@@ -300,6 +367,10 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
     raise ValueError(
         f"config.synthetic.cc12m_caption_style: {syn.cc12m_caption_style!r}; choose "
         f"one of {CC12M_CAPTION_STYLES}")
+  if syn.web_image_text_filter and syn.cc12m_caption_style != "alt_text":
+    raise ValueError(
+        "config.synthetic.web_image_text_filter filters alt-texts: it needs "
+        f"cc12m_caption_style='alt_text' (got {syn.cc12m_caption_style!r})")
   if (syn.appearance_modes < 1 or not 0.0 <= syn.mode_shared <= 1.0
       or syn.mode_zipf_exponent < 0):
     raise ValueError(
@@ -312,7 +383,8 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
                           mode_zipf_exponent=syn.mode_zipf_exponent)
   summary = {"sources": {}, "concepts": len(world.concepts)}
   refs: dict[str, list] = {}
-  specs = _source_specs(syn, world)
+  rejected: collections.Counter = collections.Counter()
+  specs = _source_specs(syn, world, rejected)
   for spec in specs:  # check every size before writing anything
     if spec.num_records <= 0:
       raise ValueError(f"config.synthetic: source {spec.name!r} would have "
@@ -346,6 +418,8 @@ def generate(cfg: ml_collections.ConfigDict, output_dir: str, *,
     refs[spec.name] = rows
     summary["sources"][spec.name] = {"records": len(rows),
                                      "captions": num_captions}
+    if syn.web_image_text_filter and spec.name in FILTERED_SOURCES:
+      summary["sources"][spec.name]["filter_rejected"] = rejected[spec.name]
 
   _write_json(os.path.join(output_dir, "coco_val", "captions.json"),
               _coco_json(refs["coco_val"], with_domain=False))
@@ -370,6 +444,12 @@ def format_summary(summary: dict, output_dir: str) -> str:
            f"{'source':<14}{'records':>9}{'captions':>10}"]
   for name, s in summary["sources"].items():
     lines.append(f"{name:<14}{s['records']:>9}{s['captions']:>10}")
+  rejected = {n: s["filter_rejected"] for n, s in summary["sources"].items()
+              if "filter_rejected" in s}
+  if rejected:
+    lines.append("candidates the image-text filter rejected: " + ", ".join(
+        f"{n}={k} ({100 * k / (k + summary['sources'][n]['records']):.1f}%)"
+        for n, k in rejected.items()))
   lines.append(f"vocab size: {summary['vocab_size']}")
   lines.append("skipped records: " + ", ".join(
       f"{k}={v}" for k, v in summary["skipped"].items()))

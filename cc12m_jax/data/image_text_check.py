@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import collections
 import json
-from typing import Iterable, Sequence
+from typing import Iterable, Optional, Sequence
 
 from absl import app, flags
+import ml_collections
 import numpy as np
 import tensorflow as tf
 
@@ -33,7 +34,19 @@ from cc12m_jax.data import metadata
 PASS = "pass"
 
 
-def _caption_reasons(serialized: bytes, image_text: object) -> tuple[str, list[str | None]]:
+def curation_image_text() -> ml_collections.ConfigDict:
+  """The image-text filter's configuration as the curation runs it (the same in both presets)."""
+  return curation_config.preset_config("cc12m").image_text
+
+
+def rejection(text: str, tags: Sequence[str], tag_scores: Sequence[float],
+              image_text: ml_collections.ConfigDict) -> Optional[str]:
+  """The filter's reason for rejecting `text` beside these tags; None where it passes."""
+  pairs = [[t, float(s)] for t, s in zip(tags, tag_scores)]
+  return tag_overlap.tag_overlap_rejection(words_lib.words(text), pairs, image_text)
+
+
+def _caption_reasons(serialized: bytes, image_text: ml_collections.ConfigDict) -> tuple[str, list[str | None]]:
   """(image id, the filter's reason for each caption, None where it passes)."""
   feature = tf.train.Example.FromString(serialized).features.feature
   image_id = feature["image_id"].bytes_list.value[0].decode(errors="replace")
@@ -45,17 +58,13 @@ def _caption_reasons(serialized: bytes, image_text: object) -> tuple[str, list[s
   scores = np.frombuffer(raw_scores[0], "<f4") if raw_scores else np.zeros(0, np.float32)
   if len(scores) != len(tags):
     raise ValueError(f"record {image_id!r}: {len(tags)} tags but {len(scores)} tag_scores")
-  pairs = [[t, float(s)] for t, s in zip(tags, scores)]
-  reasons = []
-  for caption in feature["captions"].bytes_list.value:
-    text_words = words_lib.words(caption.decode(errors="replace"))
-    reasons.append(tag_overlap.tag_overlap_rejection(text_words, pairs, image_text))
-  return image_id, reasons
+  return image_id, [rejection(c.decode(errors="replace"), tags, scores, image_text)
+                    for c in feature["captions"].bytes_list.value]
 
 
 def check_records(shards: Iterable[str]) -> dict[str, int]:
   """{'records', 'captions', 'pass', <reason>: count} over the shards' records."""
-  image_text = curation_config.preset_config("cc12m").image_text  # the same in both presets
+  image_text = curation_image_text()
   counts: collections.Counter = collections.Counter()
   for serialized in tf.data.TFRecordDataset(list(shards)).as_numpy_iterator():
     _, reasons = _caption_reasons(serialized, image_text)

@@ -26,9 +26,7 @@ import numpy as np
 import tensorflow as tf
 
 from cc12m_jax import config_check
-from cc12m_jax.curation import config as curation_config
-from cc12m_jax.curation import tag_overlap
-from cc12m_jax.curation import words as words_lib
+from cc12m_jax.data import image_text_check
 from cc12m_jax.data import metadata as metadata_lib
 from cc12m_jax.data import records as records_lib
 from cc12m_jax.data.synthetic import captions as captions_lib
@@ -121,15 +119,14 @@ def _source_specs(cfg: ml_collections.ConfigDict,
                if cfg.cc12m_context_words > 0 else None)
 
   filtered = cfg.web_image_text_filter
-  image_text = curation_config.preset_config("cc12m").image_text  # the same in both presets
+  image_text = image_text_check.curation_image_text()
 
   def passes(w, scene, render_rng, raw_text):
     # The curation's image-text filter against the tags this image will be
     # rendered with (from a copy: the record renders from render_rng itself).
     rendered = w.render(scene, copy.deepcopy(render_rng))
-    tags = [[t, float(score)] for t, score in zip(rendered.tags, rendered.tag_scores)]
-    return tag_overlap.tag_overlap_rejection(
-        words_lib.words(raw_text), tags, image_text) is None
+    return image_text_check.rejection(
+        raw_text, rendered.tags, rendered.tag_scores, image_text) is None
 
   def cc3m(w, i, rng, prefix="cc3m", count=True):
     # With web_image_text_filter, a candidate whose raw alt-text (before

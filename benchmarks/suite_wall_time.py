@@ -12,10 +12,12 @@ invocation ran them all), and, last, the headline.
 A stage that several suites share (e.g. CC12M pre-training) counts in each
 suite that needs it: the figure is what the suite costs run on its own. Stages
 finished earlier in the workdir are read, not re-run (`--norun` reads only).
+`--stages` times part of a suite, as the runner's `--stages` runs part of it
+(e.g. `*/vlm_*`: Figure 6's retrieval half, with what it depends on).
 
   python benchmarks/suite_wall_time.py --suite=configs/experiments/table3.py \
       --workdir=W --data_dir=data/synthetic [--seeds=3] [--first_seed=K] [--parallel=2] \
-      [--norun]
+      [--stages='*/vlm_*'] [--norun]
 
 Last line: `<suite>_wall_time_per_seed: <value> min`.
 """
@@ -43,6 +45,8 @@ def main() -> None:
   parser.add_argument("--first_seed", type=int, default=0,
                       help="seeds first_seed..first_seed+seeds-1, as the runner's --first_seed")
   parser.add_argument("--parallel", type=int, default=1, help="the runner's --parallel")
+  parser.add_argument("--stages", default="",
+                      help="the runner's --stages: only these stages and what they depend on")
   parser.add_argument("--norun", action="store_true", help="only read finished stages")
   args = parser.parse_args()
 
@@ -53,6 +57,8 @@ def main() -> None:
                f"--parallel={args.parallel}"]
     if args.data_dir:
       command.append(f"--suite.data_dir={args.data_dir}")
+    if args.stages:
+      command.append(f"--stages={args.stages}")
     subprocess.run(command, check=True)
 
   config = commands.load_config_file(args.suite)
@@ -65,7 +71,8 @@ def main() -> None:
   per_seed: dict[int, float] = collections.defaultdict(float)
   spans = []  # (start, end) of each stage, seconds since the epoch
   missing = []
-  for run in runner.plan(suite, args.workdir, seeds, configs):
+  runs = runner.plan(suite, args.workdir, seeds, configs)
+  for run in runner.select(runs, [p for p in args.stages.split(",") if p]):
     marker = runner.read_marker(run)
     if marker is None or "seconds" not in marker:
       missing.append(run.name)
@@ -77,7 +84,7 @@ def main() -> None:
     spans.append((end - float(last_attempt), end))
   if missing:
     raise SystemExit(f"{len(missing)} stage(s) unfinished, e.g. {missing[:3]}; run without "
-                     "--norun")
+                     "--norun, or time part of the suite with --stages")
   print(f"{'stage':<40}{'mean s':>10}{'seeds':>7}")
   for key, values in seconds.items():
     print(f"{key:<40}{statistics.fmean(values):>10.1f}{len(values):>7}")
@@ -86,7 +93,10 @@ def main() -> None:
   print(f"{len(seconds)} stages per seed{spread}")
   elapsed = (max(e for _, e in spans) - min(b for b, _ in spans)) / 60
   print(f"elapsed, first stage start to last stage end, all seeds: {elapsed:.1f} min")
-  print(f"{suite.name}_wall_time_per_seed: {statistics.fmean(totals):.1f} min")
+  part = "_stages" if args.stages else ""
+  if args.stages:
+    print(f"stages matching {args.stages} and their inputs only")
+  print(f"{suite.name}{part}_wall_time_per_seed: {statistics.fmean(totals):.1f} min")
 
 
 if __name__ == "__main__":

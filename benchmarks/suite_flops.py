@@ -20,8 +20,8 @@ is below the suite's real time. Nothing is trained and no workdir is written.
       --data_dir=data/synthetic [--stages='*/ic_*'] [--vocab_size=N --feature_dim=D] \
       [--peak_gflops=156]
 
-`--vocab_size` and `--feature_dim` stand in for the data's vocabulary and
-metadata.json where they are absent (a paper-size suite planned before its
+`--vocab_size` and `--feature_dim` override the dimensions read from the
+data's vocabulary and metadata.json, for data that is absent (a paper-size suite planned before its
 features exist). `--peak_gflops` adds the floor at a peak known otherwise (a
 chip's published one, a CPU's theoretical one), which no code can beat. Last line: `<suite>_training_floor_per_seed: <value> min`.
 """
@@ -98,9 +98,9 @@ def main() -> None:
   if args.data_dir:
     config.data_dir = args.data_dir
   suite = suite_lib.from_config(config)
-  workdir = tempfile.mkdtemp(prefix="suite_flops_")  # stage paths only; nothing is written
-  configs = validation.check(suite, workdir, check_data=False)
-  runs = runner.plan(suite, workdir, [0], configs)
+  with tempfile.TemporaryDirectory(prefix="suite_flops_") as workdir:  # stage paths only
+    configs = validation.check(suite, workdir, check_data=False)
+    runs = runner.plan(suite, workdir, [0], configs)
   if args.stages:
     runs = runner.select(runs, [p for p in args.stages.split(",") if p])
   total, per_shape = 0.0, {}

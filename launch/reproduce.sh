@@ -2,7 +2,7 @@
 # One paper table (or all of them) reproduced by one command.
 #
 #   launch/reproduce.sh table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]
-#   launch/reproduce.sh headline|finetune_grid|vlm_finetune_grid|table3_rates ...   (the main job's suite; the fine-tuning recipe grids; Table 3 at each grid rate)
+#   launch/reproduce.sh headline|finetune_grid|vlm_finetune_grid|vlm_finetune_budget|table3_rates ...   (the main job's suite; the fine-tuning recipe grids and the Flickr budget check; Table 3 at each grid rate)
 #   launch/reproduce.sh vlm_caption_style ...   (Table 8's CC3M and CC12M rows on $DATA and on
 #       three worlds that cross the cc12m captions' style with their misaligned share, each
 #       generated first if missing: ${DATA}_cc12m_cc3m_style (CC3M-style words, CC3M's 0.1),
@@ -34,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 SUITES=(table3 table5 table7 fig6 table8 table11 table12)
-EXTRA=(headline finetune_grid vlm_finetune_grid table3_rates vlm_caption_style)  # not part of `all`: headline is a subset of table3; the grids find recipes; table3_rates checks Table 3 against them; vlm_caption_style is an ablation of Table 8
+EXTRA=(headline finetune_grid vlm_finetune_grid vlm_finetune_budget table3_rates vlm_caption_style)  # not part of `all`: headline is a subset of table3; the grids and the budget check find recipes; table3_rates checks Table 3 against them; vlm_caption_style is an ablation of Table 8
 if [[ $# -lt 1 ]]; then
   echo "usage: $0 table3|table5|table7|fig6|table8|table11|table12|all [synthetic|paper] [runner flags ...]" >&2
   exit 2

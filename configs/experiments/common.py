@@ -20,6 +20,7 @@ import ml_collections
 from configs import base
 from configs import synthetic_finetune
 from configs import synthetic_pretrain
+from configs import vlm_flickr_finetune
 from configs import vlm_synthetic_finetune
 
 ConfigDict = ml_collections.ConfigDict
@@ -225,16 +226,25 @@ def vlm_as_is(size: str, of: str = "vlm_pretrain", sources: str = "flickr_test")
                eval=refs)
 
 
-def vlm_finetune(size: str, of: str = "vlm_pretrain") -> ConfigDict:
+def vlm_finetune(size: str, of: str = "vlm_pretrain", steps: int = 0) -> ConfigDict:
+  """Flickr fine-tuning; `steps` replaces the recipe's budget, every checkpoint at the
+  recipe's interval kept for step selection."""
   refs = {"references": FLICKR_REFERENCES}
-  if size == "synthetic":
-    return stage("configs/vlm_synthetic_finetune.py", "finetune", init_from=of, eval=refs)
-  return stage("configs/vlm_flickr_finetune.py", "finetune", init_from=of, eval=refs)
+  recipe = vlm_synthetic_finetune if size == "synthetic" else vlm_flickr_finetune
+  sections = {}
+  if steps:
+    every = recipe.get_config().train.checkpoint_every_steps
+    sections["train"] = {"num_train_steps": steps, "keep_checkpoints": steps // every}
+  config = ("configs/vlm_synthetic_finetune.py" if size == "synthetic"
+            else "configs/vlm_flickr_finetune.py")
+  return stage(config, "finetune", init_from=of, eval=refs, **sections)
 
 
 def vlm_evaluate(size: str, of: str = "vlm_finetune", sources: str = "{report_source}",
-                 select: bool = True) -> ConfigDict:
-  refs = {"references": FLICKR_REFERENCES}
+                 select: bool = True, max_step: int = 0) -> ConfigDict:
+  """Evaluation of `of`; with `select`, its step chosen among those up to `max_step` (0: all)."""
+  cap = {"selection_max_step": max_step} if max_step else {}
   config = ("configs/vlm_synthetic_finetune.py" if size == "synthetic"
             else "configs/vlm_flickr_finetune.py")
-  return stage(config, "evaluate", checkpoint_dir=of, sources=sources, select=select, eval=refs)
+  return stage(config, "evaluate", checkpoint_dir=of, sources=sources, select=select,
+               eval={"references": FLICKR_REFERENCES, **cap})

@@ -22,7 +22,8 @@ from tests.experiments import tiny_suite
 from tests.experiments.conftest import REPO_ROOT
 
 SUITES = ("headline", "finetune_grid", "vlm_finetune_grid", "table3", "table3_rates", "table5",
-          "table7", "fig6", "table8", "table11", "table12", "vlm_caption_style")
+          "table7", "fig6", "table8", "table11", "table12", "vlm_caption_style",
+          "vlm_finetune_budget")
 
 
 def _load(spec: str, **fields) -> suite_lib.Suite:

@@ -23,13 +23,11 @@ from typing import Iterable, Optional, Sequence
 
 from absl import app, flags
 import ml_collections
-import numpy as np
-import tensorflow as tf
 
 from cc12m_jax.curation import config as curation_config
 from cc12m_jax.curation import tag_overlap
 from cc12m_jax.curation import words as words_lib
-from cc12m_jax.data import metadata
+from cc12m_jax.data import records
 
 PASS = "pass"
 
@@ -46,37 +44,29 @@ def rejection(text: str, tags: Sequence[str], tag_scores: Sequence[float],
   return tag_overlap.tag_overlap_rejection(words_lib.words(text), pairs, image_text)
 
 
-def _caption_reasons(serialized: bytes, image_text: ml_collections.ConfigDict) -> tuple[str, list[str | None]]:
-  """(image id, the filter's reason for each caption, None where it passes)."""
-  feature = tf.train.Example.FromString(serialized).features.feature
-  image_id = feature["image_id"].bytes_list.value[0].decode(errors="replace")
-  for key in ("tags", "tag_scores", "captions"):
-    if key not in feature:
-      raise ValueError(f"record {image_id!r}: no {key!r}")
-  tags = [t.decode(errors="replace") for t in feature["tags"].bytes_list.value]
-  raw_scores = feature["tag_scores"].bytes_list.value
-  scores = np.frombuffer(raw_scores[0], "<f4") if raw_scores else np.zeros(0, np.float32)
-  if len(scores) != len(tags):
-    raise ValueError(f"record {image_id!r}: {len(tags)} tags but {len(scores)} tag_scores")
-  return image_id, [rejection(c.decode(errors="replace"), tags, scores, image_text)
-                    for c in feature["captions"].bytes_list.value]
+def caption_reasons(record: records.FeatureRecord,
+                    image_text: ml_collections.ConfigDict) -> list[str | None]:
+  """The filter's reason for rejecting each of the record's captions, None where it passes."""
+  return [rejection(c, record.tags, record.tag_scores, image_text) for c in record.captions]
 
 
-def check_records(shards: Iterable[str]) -> dict[str, int]:
-  """{'records', 'captions', 'pass', <reason>: count} over the shards' records."""
+def check_records(feature_records: Iterable[records.FeatureRecord]) -> dict[str, int]:
+  """{'records', 'captions', 'pass', <reason>: count} over the records."""
   image_text = curation_image_text()
   counts: collections.Counter = collections.Counter()
-  for serialized in tf.data.TFRecordDataset(list(shards)).as_numpy_iterator():
-    _, reasons = _caption_reasons(serialized, image_text)
+  for record in feature_records:
     counts["records"] += 1
-    for reason in reasons:
+    for reason in caption_reasons(record, image_text):
       counts["captions"] += 1
       counts[reason or PASS] += 1
   return dict(counts)
 
 
 def check_sources(data_dir: str, sources: Sequence[str]) -> dict[str, dict[str, int]]:
-  return {source: check_records(metadata.shard_files(data_dir, source)) for source in sources}
+  """check_records over each source, read and validated as every tool reads records
+  (records.read_source_records: a bad record is an error naming it)."""
+  return {source: check_records(records.read_source_records(data_dir, source))
+          for source in sources}
 
 
 def markdown(results: dict[str, dict[str, int]]) -> str:

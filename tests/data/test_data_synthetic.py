@@ -356,8 +356,7 @@ def test_web_image_text_filter_keeps_only_pairs_the_curation_filter_passes(tmp_p
 
   syn.web_image_text_filter = True
   summary = generate_lib.generate(cfg, str(tmp_path / "w"), log=lambda _: None)
-  counts = image_text_check.check_records(
-      metadata_lib.shard_files(str(tmp_path / "w"), "cc12m"))
+  counts = image_text_check.check_sources(str(tmp_path / "w"), ["cc12m"])["cc12m"]
   assert counts["pass"] == counts["captions"] == syn.num_cc12m
   line = generate_lib.format_summary(summary, str(tmp_path / "w")).splitlines()[-3]
   assert line.startswith("candidates the image-text filter rejected: cc3m="), line

@@ -59,8 +59,8 @@ def _duration(seconds: float) -> str:
   return f"{seconds / 3600:.1f} h" if seconds < 3 * 86400 else f"{seconds / 86400:.1f} days"
 
 
-def step_flops(config, compile_batch: int) -> tuple[float, int]:
-  """(XLA FLOPs of one train step at the config's global batch, the batch compiled)."""
+def step_flops(config, compile_batch: int) -> float:
+  """XLA FLOPs of one train step at the config's global batch."""
   config = config.copy_and_resolve_references()
   global_batch = int(config.data.global_batch_size)
   batch = min(global_batch, compile_batch)
@@ -77,7 +77,7 @@ def step_flops(config, compile_batch: int) -> tuple[float, int]:
       state, jax.device_put(zeros, setup.batch_sharding)).compile()
   cost = compiled.cost_analysis()
   cost = cost[0] if isinstance(cost, (list, tuple)) else cost
-  return float(cost["flops"]) * global_batch / batch, batch
+  return float(cost["flops"]) * global_batch / batch
 
 
 def main() -> None:
@@ -120,7 +120,7 @@ def main() -> None:
              repr(stage_config.objectives), stage_config.data.data_dir)
     if shape not in per_shape:
       per_shape[shape] = step_flops(stage_config, args.compile_batch)
-    flops, _ = per_shape[shape]
+    flops = per_shape[shape]
     steps = int(stage_config.train.num_train_steps)
     total += flops * steps
     print(f"{run.stage.key:<36}{steps:>10,}{int(stage_config.data.global_batch_size):>7}"

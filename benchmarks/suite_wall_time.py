@@ -93,10 +93,11 @@ def main() -> None:
   print(f"{len(seconds)} stages per seed{spread}")
   elapsed = (max(e for _, e in spans) - min(b for b, _ in spans)) / 60
   print(f"elapsed, first stage start to last stage end, all seeds: {elapsed:.1f} min")
-  part = "_stages" if args.stages else ""
+  name = suite.name
   if args.stages:
     print(f"stages matching {args.stages} and their inputs only")
-  print(f"{suite.name}{part}_wall_time_per_seed: {statistics.fmean(totals):.1f} min")
+    name += "_stages"
+  print(f"{name}_wall_time_per_seed: {statistics.fmean(totals):.1f} min")
 
 
 if __name__ == "__main__":

@@ -226,25 +226,32 @@ def vlm_as_is(size: str, of: str = "vlm_pretrain", sources: str = "flickr_test")
                eval=refs)
 
 
+# The Flickr fine-tuning recipe at each size: its config file and the module
+# that builds it (for its budget and checkpoint interval).
+VLM_FINETUNE = {"synthetic": ("configs/vlm_synthetic_finetune.py", vlm_synthetic_finetune),
+                "paper": ("configs/vlm_flickr_finetune.py", vlm_flickr_finetune)}
+
+
+def vlm_finetune_steps(size: str) -> int:
+  """The Flickr fine-tuning recipe's budget at `size`."""
+  return VLM_FINETUNE[size][1].get_config().train.num_train_steps
+
+
 def vlm_finetune(size: str, of: str = "vlm_pretrain", steps: int = 0) -> ConfigDict:
   """Flickr fine-tuning; `steps` replaces the recipe's budget, every checkpoint at the
   recipe's interval kept for step selection."""
-  refs = {"references": FLICKR_REFERENCES}
-  recipe = vlm_synthetic_finetune if size == "synthetic" else vlm_flickr_finetune
+  config, recipe = VLM_FINETUNE[size]
   sections = {}
   if steps:
     every = recipe.get_config().train.checkpoint_every_steps
     sections["train"] = {"num_train_steps": steps, "keep_checkpoints": steps // every}
-  config = ("configs/vlm_synthetic_finetune.py" if size == "synthetic"
-            else "configs/vlm_flickr_finetune.py")
-  return stage(config, "finetune", init_from=of, eval=refs, **sections)
+  return stage(config, "finetune", init_from=of, eval={"references": FLICKR_REFERENCES},
+               **sections)
 
 
 def vlm_evaluate(size: str, of: str = "vlm_finetune", sources: str = "{report_source}",
                  select: bool = True, max_step: int = 0) -> ConfigDict:
   """Evaluation of `of`; with `select`, its step chosen among those up to `max_step` (0: all)."""
   cap = {"selection_max_step": max_step} if max_step else {}
-  config = ("configs/vlm_synthetic_finetune.py" if size == "synthetic"
-            else "configs/vlm_flickr_finetune.py")
-  return stage(config, "evaluate", checkpoint_dir=of, sources=sources, select=select,
+  return stage(VLM_FINETUNE[size][0], "evaluate", checkpoint_dir=of, sources=sources, select=select,
                eval={"references": FLICKR_REFERENCES, **cap})

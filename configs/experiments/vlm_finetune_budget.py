@@ -13,15 +13,12 @@ the capped evaluation is Table 8's row again. The pre-training stages are
 Table 8's (shared on one workdir). At paper size the same check doubles
 configs/vlm_flickr_finetune.py's budget.
 """
-from configs import vlm_flickr_finetune, vlm_synthetic_finetune
 from configs.experiments import common, table8
-
-RECIPES = {"synthetic": vlm_synthetic_finetune, "paper": vlm_flickr_finetune}
 
 
 def get_config(size: str = "synthetic"):
   size = common.check_size(size)
-  budget = RECIPES[size].get_config().train.num_train_steps
+  budget = common.vlm_finetune_steps(size)
   long = 2 * budget
   c = common.suite("vlm_finetune_budget", "Flickr fine-tuning budget", size,
                    report_source="flickr_test", selection_source="flickr_val",

@@ -4,8 +4,8 @@ Validates every stage of the suite, runs the unfinished ones (each a
 `python -m cc12m_jax.main` subprocess), then writes
 `DIR/<suite>/results.json` and `results.md` and prints the Markdown, and,
 when the suite names long_tail rows and the data knows what each image
-shows, the per-concept long-tail report in `DIR/<suite>/long_tail/`
-(experiments/concept_report.py).
+shows, each per-concept long-tail report in `DIR/<suite>/long_tail/` (or
+`long_tail_<column>/` for a report read at a column; experiments/concept_report.py).
 
   --seeds=N          run every condition with seeds 0 .. N-1
   --first_seed=K     start there instead: seeds K .. K+N-1 (one seed on each of
@@ -98,18 +98,24 @@ def main(argv: list[str]) -> None:
   paths = results.write(collected, results.results_dir(WORKDIR.value, suite))
   print(results.markdown(collected))
   print(f"Results: {paths['json']}, {paths['markdown']}")
-  skipped = concept_report.why_not(suite, suite.data_dir)
-  if skipped:
-    print(f"Long-tail report skipped: {skipped}")
-    return
-  directory = os.path.join(results.results_dir(WORKDIR.value, suite), "long_tail")
-  report = concept_report.make(suite, WORKDIR.value, seeds, suite.data_dir, configs, directory)
-  if report is None:
-    print("Long-tail report skipped: no long_tail row has an evaluation yet")
-    return
-  print(long_tail.markdown(report))
-  print(f"Long-tail report: {directory}/long_tail.md, long_tail.png")
+  for report in suite.long_tails:
+    _write_long_tail(suite, report, seeds, configs)
 
+
+def _write_long_tail(suite: suite_lib.Suite, report: suite_lib.LongTail, seeds: list[int],
+                     configs: dict) -> None:
+  skipped = concept_report.why_not(suite, report, suite.data_dir)
+  if skipped:
+    print(f"Long-tail report {report.name} skipped: {skipped}")
+    return
+  directory = os.path.join(results.results_dir(WORKDIR.value, suite), report.name)
+  out = concept_report.make(suite, report, WORKDIR.value, seeds, suite.data_dir, configs,
+                            directory)
+  if out is None:
+    print(f"Long-tail report {report.name} skipped: no row of it has an evaluation yet")
+    return
+  print(long_tail.markdown(out))
+  print(f"Long-tail report: {directory}/long_tail.md, long_tail.png")
 
 if __name__ == "__main__":
   app.run(main, flags_parser=parse_flags)

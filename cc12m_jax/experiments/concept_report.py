@@ -1,8 +1,9 @@
 """A suite's per-concept long-tail report (cc12m_jax/evaluation/long_tail.py).
 
-After the results table, the runner asks, for each row of `suite.long_tail`:
-of the (image, concept) pairs of the reported split, how often does the
-row's caption name the concept, by how often the concept occurs in a
+After the results table, the runner asks, for each row of each report of
+`suite.long_tail`: of the (image, concept) pairs of the report's split (the
+suite's report source, or its column's), how often does the row's caption
+name the concept, by how often the concept occurs in a
 pre-training source? For retrieval rows (an evaluation that wrote
 retrieval.json), of the caption queries whose image shows the concept, how
 often is that image ranked first? That is the paper's long-tail claim concept by concept,
@@ -13,7 +14,7 @@ probe (evaluation/naming_probe.py) can, on any checkpoint: a suite's
 `long_tail.probes` are naming-probe evaluate stages, reported beside the rows
 with a pair named when the probe ranks its concept first.
 
-  * Which concepts an image shows: `<data_dir>/<report source>/concepts.json`,
+  * Which concepts an image shows: `<data_dir>/<the report's source>/concepts.json`,
     which the synthetic world writes. Real data has no such file; the report
     is then skipped (say so), and `python -m cc12m_jax.evaluation.long_tail
     --references=...` matches concept mentions in the references instead.
@@ -22,8 +23,9 @@ with a pair named when the probe ranks its concept first.
     suite's training stages read, with the shown concepts as its classes.
   * Seeds are pooled: a row's recall is over the pairs of all its seeds.
 
-Writes `<results dir>/long_tail/` (long_tail.json, .md, .png) and the
-statistics job's output under `<results dir>/long_tail/stats/`.
+Writes `<results dir>/<report.name>/` (long_tail.json, .md, .png; the
+name is `long_tail`, or `long_tail_<column>` for a report read at a column)
+and the statistics job's output under its `stats/`.
 """
 from __future__ import annotations
 
@@ -40,7 +42,7 @@ from cc12m_jax.evaluation import concepts as concepts_lib
 from cc12m_jax.evaluation import long_tail
 from cc12m_jax.evaluation import report as report_lib
 from cc12m_jax.experiments import commands, scores
-from cc12m_jax.experiments.suite import Suite, SuiteError
+from cc12m_jax.experiments.suite import LongTail, Suite, SuiteError
 
 CONCEPTS_FILE = "concepts.json"
 PREDICTIONS_FILE = "predictions.json"
@@ -48,16 +50,17 @@ PREDICTIONS_FILE = "predictions.json"
 _STATS_PIPELINE_ARGS = ("--direct_running_mode=in_memory",)
 
 
-def image_concepts_path(suite: Suite, data_dir: str) -> epath.Path:
-  return epath.Path(data_dir) / suite.report_source / CONCEPTS_FILE
+def image_concepts_path(suite: Suite, report: LongTail, data_dir: str) -> epath.Path:
+  return epath.Path(data_dir) / suite.long_tail_source(report) / CONCEPTS_FILE
 
 
-def why_not(suite: Suite, data_dir: str) -> str:
+def why_not(suite: Suite, report: LongTail, data_dir: str) -> str:
   """'' when the report can be made; otherwise the reason it is skipped."""
-  if not suite.long_tail_rows and not suite.long_tail_probes:
-    return "the suite names no long_tail rows or probes"
-  if not image_concepts_path(suite, data_dir).exists():
-    return (f"{image_concepts_path(suite, data_dir)} does not exist (only the synthetic world "
+  if not report.rows and not report.probes:
+    return "the report names no long_tail rows or probes"
+  path = image_concepts_path(suite, report, data_dir)
+  if not path.exists():
+    return (f"{path} does not exist (only the synthetic world "
             "knows what each image shows; for real data run cc12m_jax.evaluation.long_tail "
             "with --references)")
   return ""
@@ -99,7 +102,7 @@ def _run_recall(directory: epath.Path, image_concepts: Mapping[str, set[str]],
   return long_tail.NAMING, long_tail.per_concept_recall(predictions, image_concepts, matcher)
 
 
-def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
+def row_recalls(suite: Suite, report: LongTail, workdir: str, seeds: Sequence[int],
                 image_concepts: Mapping[str, set[str]], matcher: concepts_lib.ConceptMatcher
                 ) -> tuple[str, dict[str, dict[str, long_tail.ConceptRecall]],
                            dict[str, list[int]]]:
@@ -107,14 +110,13 @@ def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
   whose evaluation exists}, {key: those seeds}); rows that caption and rows
   that retrieve do not mix."""
   out, measures, pooled_seeds = {}, {}, {}
-  for key in suite.long_tail_rows + tuple(p.key for p in suite.long_tail_probes):
-    row = suite.long_tail_entry(key)
-    stage = suite.stage(f"{row.condition}/{row.stage}")
+  source = suite.long_tail_source(report)
+  for key in report.rows + tuple(p.key for p in report.probes):
+    stage = suite.long_tail_stage(report, key)
     runs = []
     for seed in seeds:
       try:
-        _, directory = scores.find(commands.stage_dir(workdir, stage.key, seed),
-                                   suite.report_source)
+        _, directory = scores.find(commands.stage_dir(workdir, stage.key, seed), source)
       except FileNotFoundError:
         continue
       measures[key], recall = _run_recall(directory, image_concepts, matcher)
@@ -128,24 +130,26 @@ def row_recalls(suite: Suite, workdir: str, seeds: Sequence[int],
   return next(iter(measures.values()), long_tail.NAMING), out, pooled_seeds
 
 
-def make(suite: Suite, workdir: str, seeds: Sequence[int], data_dir: str,
+def make(suite: Suite, report: LongTail, workdir: str, seeds: Sequence[int], data_dir: str,
          configs: Mapping[str, ml_collections.ConfigDict], output_dir: str) -> dict | None:
-  """Writes the report under output_dir and returns it; None when no row has results."""
-  image_concepts = long_tail.load_image_concepts(str(image_concepts_path(suite, data_dir)))
+  """Writes `report` under output_dir and returns it; None when no row has results."""
+  image_concepts = long_tail.load_image_concepts(
+      str(image_concepts_path(suite, report, data_dir)))
   names = sorted({c for shown in image_concepts.values() for c in shown})
   matcher = concepts_lib.ConceptMatcher([concepts_lib.Concept(n) for n in names])
-  measure, recalls, pooled_seeds = row_recalls(suite, workdir, seeds, image_concepts, matcher)
+  measure, recalls, pooled_seeds = row_recalls(suite, report, workdir, seeds, image_concepts,
+                                               matcher)
   if not recalls:
     return None
   counts = source_counts(data_dir, training_sources(configs), names,
                          os.path.join(output_dir, "stats"))
-  compare = [pair for pair in suite.long_tail_compare if set(pair) <= set(recalls)]
-  report = long_tail.report_from_recalls(
-      recalls, image_concepts, counts, suite.long_tail_bucket_source, compare,
-      suite.long_tail_bucket_edges or long_tail.BUCKET_EDGES, measure)
+  compare = [pair for pair in report.compare if set(pair) <= set(recalls)]
+  out = long_tail.report_from_recalls(
+      recalls, image_concepts, counts, report.bucket_source, compare,
+      report.bucket_edges or long_tail.BUCKET_EDGES, measure)
   # Seeds run apart are pooled from the files that are there: say which.
-  report["seeds"] = sorted({s for found in pooled_seeds.values() for s in found})
-  report["seeds_by_row"] = pooled_seeds
-  report["seeds_without_files"] = sorted(set(seeds) - set(report["seeds"]))
-  long_tail.write(report, output_dir)
-  return report
+  out["seeds"] = sorted({s for found in pooled_seeds.values() for s in found})
+  out["seeds_by_row"] = pooled_seeds
+  out["seeds_without_files"] = sorted(set(seeds) - set(out["seeds"]))
+  long_tail.write(out, output_dir)
+  return out

@@ -19,11 +19,14 @@ ml_collections ConfigDict:
                            into the paper's (100 for CIDEr)
   claims                   [{text, column, chain}] or [{text, column, low,
                            high, larger, smaller}] (cc12m_jax/experiments/orderings.py)
-  long_tail                the per-concept report (experiments/concept_report.py):
-                           rows (row keys), probes ([{key, label, condition,
-                           stage}]: naming-probe evaluations, which have no
-                           table cell), compare (['before,after'] among rows
-                           and probes), bucket_source, bucket_edges
+  long_tail                the per-concept report (experiments/concept_report.py),
+                           or a list of them: rows (row keys), probes ([{key,
+                           label, condition, stage}]: naming-probe evaluations,
+                           which have no table cell), compare (['before,after']
+                           among rows and probes), bucket_source, bucket_edges,
+                           column ('' = each row's own stage on the report
+                           source; a column key = each row's cell of that
+                           column, its stage and its source)
 
 A stage runs `python -m cc12m_jax.main --config=<config> --config.mode=<mode>`
 with `overrides` ({section: {key: value}}) and
@@ -122,6 +125,29 @@ class Claim:
 
 
 @dataclasses.dataclass(frozen=True)
+class LongTail:
+  """One per-concept long-tail report (experiments/concept_report.py): the rows
+  it covers, (before, after) row pairs whose most gained and lost concepts it
+  lists, and the pre-training source whose concept counts make its buckets."""
+  rows: tuple[str, ...] = ()
+  # Naming-probe evaluations in the report beside the rows (no table cells):
+  # whether pre-training learned a name, whatever the rows decode.
+  probes: tuple[Row, ...] = ()
+  compare: tuple[tuple[str, str], ...] = ()
+  bucket_source: str = "cc12m"
+  bucket_edges: tuple[int, ...] = ()  # () = evaluation/long_tail.BUCKET_EDGES
+  # '' = each row's own stage, on the suite's report source. A column key =
+  # each row's cell of that column: a suite whose rows caption and whose
+  # retrieval column reads another stage (Figure 6) reports both halves.
+  column: str = ""
+
+  @property
+  def name(self) -> str:
+    """Its directory under the suite's results directory."""
+    return f"long_tail_{self.column}" if self.column else "long_tail"
+
+
+@dataclasses.dataclass(frozen=True)
 class Suite:
   name: str
   title: str
@@ -138,16 +164,7 @@ class Suite:
   bootstrap_samples: int = 1000
   bootstrap_seed: int = 0
   confidence: float = 0.95
-  # The per-concept long-tail report (experiments/concept_report.py): the rows
-  # it covers, (before, after) row pairs whose most gained and lost concepts it
-  # lists, and the pre-training source whose concept counts make its buckets.
-  long_tail_rows: tuple[str, ...] = ()
-  # Naming-probe evaluations in the report beside the rows (no table cells):
-  # whether pre-training learned a name, whatever the rows decode.
-  long_tail_probes: tuple[Row, ...] = ()
-  long_tail_compare: tuple[tuple[str, str], ...] = ()
-  long_tail_bucket_source: str = "cc12m"
-  long_tail_bucket_edges: tuple[int, ...] = ()  # () = evaluation/long_tail.BUCKET_EDGES
+  long_tails: tuple[LongTail, ...] = ()
 
   def stage(self, key: str) -> Stage:
     for s in self.stages:
@@ -165,12 +182,19 @@ class Suite:
         return r
     raise KeyError(key)
 
-  def long_tail_entry(self, key: str) -> Row:
-    """A row or probe of the long-tail report."""
-    for r in self.rows + self.long_tail_probes:
-      if r.key == key:
-        return r
-    raise KeyError(key)
+  def long_tail_source(self, report: LongTail) -> str:
+    """The eval source whose images a long-tail report's entries score."""
+    return self.column(report.column).source if report.column else self.report_source
+
+  def long_tail_stage(self, report: LongTail, key: str) -> Stage:
+    """The evaluate stage behind a row or probe of a long-tail report."""
+    for p in report.probes:
+      if p.key == key:
+        return self.stage(f"{p.condition}/{p.stage}")
+    row = self.row(key)
+    if report.column:
+      return self.cell_stage(row, self.column(report.column))
+    return self.stage(f"{row.condition}/{row.stage}")
 
   def column(self, key: str) -> Column:
     for c in self.columns:
@@ -308,13 +332,6 @@ def from_config(cfg: ml_collections.ConfigDict) -> Suite:
     raise SuiteError(f"suite.paper_table: {paper_table!r} is not one of {sorted(paper.FIGURES)} "
                      "('' for none)")
   boot = cfg.get("bootstrap", ml_collections.ConfigDict())
-  tail = cfg.get("long_tail", ml_collections.ConfigDict())
-  compare = []
-  for pair in tail.get("compare", ()):
-    before, sep, after = pair.partition(",")
-    if not sep:
-      raise SuiteError(f"suite.long_tail.compare: {pair!r} is not 'before_row,after_row'")
-    compare.append((before.strip(), after.strip()))
   suite = Suite(
       name=cfg.name, title=cfg.get("title", cfg.name), size=cfg.get("size", ""),
       paper_table=paper_table, data_dir=cfg.data_dir,
@@ -323,14 +340,32 @@ def from_config(cfg: ml_collections.ConfigDict) -> Suite:
       rows=rows, columns=columns, claims=tuple(claims),
       bootstrap_samples=int(boot.get("samples", 1000)), bootstrap_seed=int(boot.get("seed", 0)),
       confidence=float(boot.get("confidence", 0.95)),
-      long_tail_rows=tuple(tail.get("rows", ())),
-      long_tail_probes=tuple(Row(p.key, p.get("label", p.key), p.condition, p.stage, p.key)
-                             for p in tail.get("probes", ())),
-      long_tail_compare=tuple(compare),
-      long_tail_bucket_source=tail.get("bucket_source", "cc12m"),
-      long_tail_bucket_edges=tuple(int(e) for e in tail.get("bucket_edges", ())))
+      long_tails=_long_tails(cfg.get("long_tail", ())))
   _check_table(suite)
   return suite
+
+
+def _long_tails(spec: Any) -> tuple[LongTail, ...]:
+  """suite.long_tail: one report (a dict) or a list of them."""
+  if not spec:
+    return ()
+  reports = []
+  one = isinstance(spec, (Mapping, ml_collections.ConfigDict))
+  for tail in map(ml_collections.ConfigDict, [spec] if one else list(spec)):
+    compare = []
+    for pair in tail.get("compare", ()):
+      before, sep, after = pair.partition(",")
+      if not sep:
+        raise SuiteError(f"suite.long_tail.compare: {pair!r} is not 'before_row,after_row'")
+      compare.append((before.strip(), after.strip()))
+    reports.append(LongTail(
+        rows=tuple(tail.get("rows", ())),
+        probes=tuple(Row(p.key, p.get("label", p.key), p.condition, p.stage, p.key)
+                     for p in map(ml_collections.ConfigDict, tail.get("probes", ()))),
+        compare=tuple(compare), bucket_source=tail.get("bucket_source", "cc12m"),
+        bucket_edges=tuple(int(e) for e in tail.get("bucket_edges", ())),
+        column=tail.get("column", "")))
+  return tuple(reports)
 
 
 def _check_table(suite: Suite) -> None:
@@ -358,35 +393,12 @@ def _check_table(suite: Suite) -> None:
         raise SuiteError(f"{where}: stage {stage.key} selects its checkpoint on "
                          f"{column.source!r}, so that split cannot be reported")
   rows, columns = {r.key for r in suite.rows}, {c.key for c in suite.columns}
-  probes = {p.key for p in suite.long_tail_probes}
-  for p in suite.long_tail_probes:
-    where = f"suite.long_tail.probes: {p.key!r}"
-    if p.key in rows:
-      raise SuiteError(f"{where} is also a row key; a probe has its own key")
-    try:
-      stage = suite.stage(f"{p.condition}/{p.stage}")
-    except KeyError:
-      raise SuiteError(f"{where}: no stage {p.condition}/{p.stage}") from None
-    if stage.mode != "evaluate":
-      raise SuiteError(f"{where}: stage {stage.key} is not an evaluate stage")
-  if len(probes) != len(suite.long_tail_probes):
-    raise SuiteError("suite.long_tail.probes: probe keys repeat")
-  for r in suite.long_tail_rows + tuple(r for pair in suite.long_tail_compare for r in pair):
-    if r not in rows | probes:
-      raise SuiteError(f"suite.long_tail: no row or probe {r!r} (rows: {sorted(rows)}, "
-                       f"probes: {sorted(probes)})")
-  for r in suite.long_tail_rows + tuple(sorted(probes)):
-    entry = suite.long_tail_entry(r)
-    if suite.report_source not in suite.stage(f"{entry.condition}/{entry.stage}").sources:
-      raise SuiteError(f"suite.long_tail: {r!r} does not evaluate {suite.report_source!r}")
-  for pair in suite.long_tail_compare:
-    if not set(pair) <= set(suite.long_tail_rows) | probes:
-      raise SuiteError(f"suite.long_tail.compare: {pair} must be among long_tail.rows "
-                       "and long_tail.probes")
-  edges = suite.long_tail_bucket_edges
-  if edges and (edges[0] != 0 or any(b <= a for a, b in zip(edges, edges[1:]))):
-    raise SuiteError(f"suite.long_tail.bucket_edges: {list(edges)} must be increasing "
-                     "integers starting at 0")
+  names = [report.name for report in suite.long_tails]
+  if len(set(names)) != len(names):
+    raise SuiteError(f"suite.long_tail: two reports on one column ({names}); "
+                     "give each its own column")
+  for report in suite.long_tails:
+    _check_long_tail(suite, report, rows, columns)
   for i, claim in enumerate(suite.claims):
     where = f"suite.claims[{i}] ({claim.text!r})"
     if claim.is_gain:
@@ -400,3 +412,40 @@ def _check_table(suite: Suite) -> None:
     for c in named_columns:
       if c not in columns:
         raise SuiteError(f"{where}: no column {c!r} (columns: {sorted(columns)})")
+
+
+def _check_long_tail(suite: Suite, report: LongTail, rows: set[str], columns: set[str]) -> None:
+  """A report's entries exist, are evaluate stages and score one source."""
+  where_report = f"suite.long_tail ({report.name})"
+  if report.column and report.column not in columns:
+    raise SuiteError(f"{where_report}: column {report.column!r} is not a column "
+                     f"(columns: {sorted(columns)})")
+  probes = {p.key for p in report.probes}
+  for p in report.probes:
+    where = f"suite.long_tail.probes: {p.key!r}"
+    if p.key in rows:
+      raise SuiteError(f"{where} is also a row key; a probe has its own key")
+    try:
+      stage = suite.stage(f"{p.condition}/{p.stage}")
+    except KeyError:
+      raise SuiteError(f"{where}: no stage {p.condition}/{p.stage}") from None
+    if stage.mode != "evaluate":
+      raise SuiteError(f"{where}: stage {stage.key} is not an evaluate stage")
+  if len(probes) != len(report.probes):
+    raise SuiteError("suite.long_tail.probes: probe keys repeat")
+  for r in report.rows + tuple(r for pair in report.compare for r in pair):
+    if r not in rows | probes:
+      raise SuiteError(f"suite.long_tail: no row or probe {r!r} (rows: {sorted(rows)}, "
+                       f"probes: {sorted(probes)})")
+  source = suite.long_tail_source(report)
+  for r in report.rows + tuple(sorted(probes)):
+    if source not in suite.long_tail_stage(report, r).sources:
+      raise SuiteError(f"suite.long_tail: {r!r} does not evaluate {source!r}")
+  for pair in report.compare:
+    if not set(pair) <= set(report.rows) | probes:
+      raise SuiteError(f"suite.long_tail.compare: {pair} must be among long_tail.rows "
+                       "and long_tail.probes")
+  edges = report.bucket_edges
+  if edges and (edges[0] != 0 or any(b <= a for a, b in zip(edges, edges[1:]))):
+    raise SuiteError(f"suite.long_tail.bucket_edges: {list(edges)} must be increasing "
+                     "integers starting at 0")

@@ -125,7 +125,7 @@ def checkpoint_problems(suite: Suite, configs: dict[str, ml_collections.ConfigDi
 def probe_problems(suite: Suite, configs: dict[str, ml_collections.ConfigDict]) -> list[str]:
   """A long-tail probe must be a naming-probe evaluation: only it writes ranks."""
   problems = []
-  for probe in suite.long_tail_probes:
+  for probe in (p for report in suite.long_tails for p in report.probes):
     key = f"{probe.condition}/{probe.stage}"
     if key in configs and configs[key].eval.evaluator != naming_probe.NAME:
       problems.append(f"suite.long_tail.probes: {probe.key!r} reads stage {key}, whose "

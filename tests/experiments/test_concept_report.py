@@ -55,6 +55,17 @@ def _suite(data_dir: str, **long_tail) -> suite_lib.Suite:
   return suite_lib.from_config(c)
 
 
+def _make(suite: suite_lib.Suite, *args) -> dict | None:
+  """The suite's one report, made."""
+  (report,) = suite.long_tails
+  return concept_report.make(suite, report, *args)
+
+
+def _why_not(suite: suite_lib.Suite, data_dir: str) -> str:
+  (report,) = suite.long_tails
+  return concept_report.why_not(suite, report, data_dir)
+
+
 def _training_configs():
   def config(mode, sources):
     return ml_collections.ConfigDict({"mode": mode, "data": {"train_sources": sources}})
@@ -72,9 +83,9 @@ def test_report_pools_seeds_and_buckets_by_the_statistics_jobs_counts(tmp_path):
     os.makedirs(directory)
     with open(os.path.join(directory, "predictions.json"), "w") as f:
       json.dump([{"image_id": i, "caption": c} for i, c in preds.items()], f)
-  assert concept_report.why_not(suite, data_dir) == ""
+  assert _why_not(suite, data_dir) == ""
   out = str(tmp_path / "out")
-  report = concept_report.make(suite, workdir, [0, 1], data_dir, _training_configs(), out)
+  report = _make(suite, workdir, [0, 1], data_dir, _training_configs(), out)
 
   # Counts: the statistics job over the records of cc12m and cc3m (not coco_train,
   # which only an evaluate stage names).
@@ -97,7 +108,7 @@ def test_report_pools_seeds_and_buckets_by_the_statistics_jobs_counts(tmp_path):
   assert report["seeds_without_files"] == []
   # Finer edges regroup the same pairs: dog (3) and kite (0) below 5, zebra (12) at 5+.
   # Seed 2 was asked for and never run: named, and it changes no count.
-  report = concept_report.make(_suite(data_dir, rows=["a", "b"], bucket_edges=[0, 5]), workdir,
+  report = _make(_suite(data_dir, rows=["a", "b"], bucket_edges=[0, 5]), workdir,
                                [0, 1, 2], data_dir, _training_configs(), out)
   assert report["seeds"] == [0, 1]
   assert report["seeds_without_files"] == [2]
@@ -110,7 +121,7 @@ def test_report_pools_seeds_and_buckets_by_the_statistics_jobs_counts(tmp_path):
 
 def test_without_image_concepts_the_report_is_skipped_saying_why(tmp_path):
   suite = _suite(str(tmp_path / "real"))
-  assert "nocaps_val/concepts.json does not exist" in concept_report.why_not(
+  assert "nocaps_val/concepts.json does not exist" in _why_not(
       suite, str(tmp_path / "real"))
 
 
@@ -145,7 +156,7 @@ def test_retrieval_rows_report_r_at_1_per_concept(tmp_path):
   _write_retrieval(workdir, "b", 0, {"image_id": ["1", "1", "2", "2", "3", "3"],
                                      "rank": [0, 0, 2, 3, 0, 5]})
   out = str(tmp_path / "out")
-  report = concept_report.make(suite, workdir, [0], data_dir, _training_configs(), out)
+  report = _make(suite, workdir, [0], data_dir, _training_configs(), out)
   assert report["measure"] == "retrieval"
   # a: dog's queries are image 1's two and image 2's two: hits 1 + 1 = 2 of 4;
   # kite (image 2) 1 of 2; zebra (image 3) 2 of 2.
@@ -170,15 +181,83 @@ def test_a_report_does_not_mix_captioning_and_retrieval_rows(tmp_path):
   with open(os.path.join(directory, "predictions.json"), "w") as f:
     json.dump([{"image_id": i, "caption": "a dog"} for i in SHOWN], f)
   with pytest.raises(suite_lib.SuiteError, match="mix captioning and retrieval"):
-    concept_report.make(_suite(data_dir), workdir, [0], data_dir, _training_configs(),
+    _make(_suite(data_dir), workdir, [0], data_dir, _training_configs(),
                         str(tmp_path / "out"))
   # An image without a query is an error naming it, not a silent miss.
   shutil.rmtree(os.path.dirname(directory))
   shutil.rmtree(os.path.join(commands.stage_dir(workdir, "a/ev", 0)))
   _write_retrieval(workdir, "a", 0, {"image_id": ["1", "2"], "rank": [0, 0]})
   with pytest.raises(KeyError, match=r"1 image\(s\) have no retrieval query, e.g. \['3'\]"):
-    concept_report.make(_suite(data_dir, rows=["a"]), workdir, [0], data_dir,
+    _make(_suite(data_dir, rows=["a"]), workdir, [0], data_dir,
                         _training_configs(), str(tmp_path / "out"))
+
+
+def _suite_with_retrieval_column(data_dir: str, long_tail) -> suite_lib.Suite:
+  """Rows that caption on nocaps_val, and a column that reads each condition's
+  dual-encoder stage on flickr_test (Figure 6's shape)."""
+  c = common.suite("fixture", "Fixture", "synthetic", report_source="nocaps_val",
+                   selection_source="coco_val", selection_metric="overall/CIDEr")
+  c.data_dir = data_dir
+  c.paper_table = ""
+  for name in ("a", "b"):
+    c.conditions[name] = {"pre": common.stage("configs/synthetic_pretrain.py", "pretrain"),
+                          "ev": common.ic_evaluate("synthetic", of="pre"),
+                          "vlm_pretrain": common.vlm_pretrain("synthetic", "cc12m"),
+                          "zs": common.vlm_as_is("synthetic")}
+  c.rows = [common.row("a", "A", "a", "ev"), common.row("b", "B", "b", "ev")]
+  c.columns = [common.column("overall", "overall", "nocaps_val", "overall/CIDEr", 100.0),
+               common.column("ir", "IR R@1", "flickr_test", "image_retrieval/R@1", 1.0,
+                             stage_name="zs")]
+  c.long_tail = long_tail
+  return suite_lib.from_config(c)
+
+
+def test_a_report_read_at_a_column_scores_that_columns_stage_and_source(tmp_path):
+  data_dir = _world(tmp_path)
+  os.makedirs(os.path.join(data_dir, "flickr_test"))
+  with open(os.path.join(data_dir, "flickr_test", "concepts.json"), "w") as f:
+    json.dump({"f1": ["dog"], "f2": ["zebra"]}, f)
+  suite = _suite_with_retrieval_column(data_dir, [
+      {"rows": ["a", "b"], "bucket_source": "cc12m"},
+      {"rows": ["a", "b"], "compare": ["a,b"], "bucket_source": "cc12m", "column": "ir"}])
+  naming, retrieval = suite.long_tails
+  assert (naming.name, retrieval.name) == ("long_tail", "long_tail_ir")
+  assert suite.long_tail_source(retrieval) == "flickr_test"
+  assert suite.long_tail_stage(retrieval, "a").key == "a/zs"
+  assert suite.long_tail_stage(naming, "a").key == "a/ev"
+  workdir = str(tmp_path / "w")
+  for row, ranks in (("a", [0, 1, 0, 0]), ("b", [0, 0, 3, -1])):
+    directory = os.path.join(commands.stage_dir(workdir, f"{row}/zs", 0), "eval", "flickr_test",
+                             "step_6000")
+    os.makedirs(directory)
+    with open(os.path.join(directory, "retrieval.json"), "w") as f:
+      json.dump({"metrics": {}, "per_query": {"image_retrieval": {
+          "image_id": ["f1", "f1", "f2", "f2"], "rank": ranks}}, "source": "flickr_test"}, f)
+  # The retrieval report reads flickr_test's concepts and the zs stages:
+  # a: dog 1 of 2, zebra 2 of 2; b: dog 2 of 2, zebra 0 of 2.
+  report = concept_report.make(suite, retrieval, workdir, [0], data_dir, _training_configs(),
+                               str(tmp_path / "out"))
+  assert report["measure"] == "retrieval"
+  assert {c: report["concepts"][c]["recall"]["a"] for c in ("dog", "zebra")} == {
+      "dog": 0.5, "zebra": 1.0}
+  assert {c: report["concepts"][c]["recall"]["b"] for c in ("dog", "zebra")} == {
+      "dog": 1.0, "zebra": 0.0}
+  assert set(report["concepts"]) == {"dog", "zebra"}
+  # The captioning report has no predictions yet: nothing to report.
+  assert concept_report.make(suite, naming, workdir, [0], data_dir, _training_configs(),
+                             str(tmp_path / "out2")) is None
+
+
+def test_reports_name_a_real_column_each_at_most_once(tmp_path):
+  with pytest.raises(suite_lib.SuiteError, match="column 'nope' is not a column"):
+    _suite_with_retrieval_column(str(tmp_path), {"rows": ["a"], "column": "nope"})
+  with pytest.raises(suite_lib.SuiteError, match="two reports on one column"):
+    _suite_with_retrieval_column(str(tmp_path), [{"rows": ["a"], "column": "ir"},
+                                                 {"rows": ["b"], "column": "ir"}])
+  # Read at the retrieval column, a probe must score flickr_test too.
+  with pytest.raises(suite_lib.SuiteError, match="'p' does not evaluate 'flickr_test'"):
+    _suite_with_retrieval_column(str(tmp_path), {"rows": ["a"], "column": "ir",
+                                                 "probes": [common.row("p", "P", "a", "ev")]})
 
 
 def _write_ranks(workdir: str, stage_key: str, seed: int, ranks: dict) -> None:
@@ -210,7 +289,7 @@ def test_probes_report_rank_1_naming_beside_the_decoded_rows(tmp_path):
   # zebra at rank 1: a name is known where the decoded caption lacks it (zebra).
   _write_ranks(workdir, "a/probe", 0, {"1": {"dog": 1}, "2": {"dog": 3, "kite": 1},
                                        "3": {"zebra": 1}})
-  report = concept_report.make(suite, workdir, [0], data_dir, _training_configs(),
+  report = _make(suite, workdir, [0], data_dir, _training_configs(),
                                str(tmp_path / "out"))
   probe = {r["bucket"]: (r["named"], r["pairs"]) for r in report["by_bucket"]["a_probe"]}
   assert probe == {"0": (1, 1), "1-9": (1, 2), "10-99": (1, 1), "100-999": (0, 0),
@@ -226,7 +305,7 @@ def test_probes_report_rank_1_naming_beside_the_decoded_rows(tmp_path):
   shutil.rmtree(commands.stage_dir(workdir, "a/probe", 0))
   _write_ranks(workdir, "a/probe", 0, {"1": {"dog": 1}, "2": {"dog": 3}, "3": {"zebra": 1}})
   with pytest.raises(KeyError, match="image '2', concept 'kite': no rank"):
-    concept_report.make(suite, workdir, [0], data_dir, _training_configs(),
+    _make(suite, workdir, [0], data_dir, _training_configs(),
                         str(tmp_path / "out"))
 
 
@@ -243,5 +322,5 @@ def test_probes_must_name_evaluate_stages_of_the_reported_split_under_their_own_
   with pytest.raises(suite_lib.SuiteError, match="no row or probe 'q'"):
     _suite_with_probes(data_dir, probes=[_probe("p", "a")], compare=["p,q"])
   # A report of probes only is a report; without concepts.json it says why not.
-  assert "concepts.json does not exist" in concept_report.why_not(
+  assert "concepts.json does not exist" in _why_not(
       _suite_with_probes(data_dir, probes=[_probe("p", "a")]), data_dir)

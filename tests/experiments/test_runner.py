@@ -439,7 +439,8 @@ def test_a_probe_stage_runs_the_naming_probe_for_the_long_tail_report(tiny_world
   pairs = [(i, c) for i, concepts in shown.items() for c in concepts]
   first = sum(ranks[i][c] == 1 for i, c in pairs)
   assert outputs["metrics"]["overall/naming_R@1"] == pytest.approx(first / len(pairs))
-  report = concept_report.make(suite, workdir, [0], tiny_world, configs, str(tmp_path / "lt"))
+  report = concept_report.make(suite, suite.long_tails[0], workdir, [0], tiny_world, configs,
+                               str(tmp_path / "lt"))
   probe_rows = report["by_bucket"]["a_probe"]
   assert sum(r["pairs"] for r in probe_rows) == len(pairs)
   assert sum(r["named"] for r in probe_rows) == first

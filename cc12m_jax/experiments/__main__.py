@@ -117,5 +117,6 @@ def _write_long_tail(suite: suite_lib.Suite, report: suite_lib.LongTail, seeds: 
   print(long_tail.markdown(out))
   print(f"Long-tail report: {directory}/long_tail.md, long_tail.png")
 
+
 if __name__ == "__main__":
   app.run(main, flags_parser=parse_flags)

@@ -40,17 +40,23 @@ def _world(tmp_path) -> str:
   return data_dir
 
 
-def _suite(data_dir: str, **long_tail) -> suite_lib.Suite:
+def _fixture_config(data_dir: str, **stages) -> ml_collections.ConfigDict:
+  """Conditions a and b, each a pre-training and its nocaps_val evaluation
+  (rows a and b), plus `stages`; one column, overall CIDEr."""
   c = common.suite("fixture", "Fixture", "synthetic", report_source="nocaps_val",
                    selection_source="coco_val", selection_metric="overall/CIDEr")
   c.data_dir = data_dir
   c.paper_table = ""
   for name in ("a", "b"):
     c.conditions[name] = {"pre": common.stage("configs/synthetic_pretrain.py", "pretrain"),
-                          "ev": common.ic_evaluate("synthetic", of="pre"),
-                          "probe": common.ic_probe(of="pre")}
+                          "ev": common.ic_evaluate("synthetic", of="pre"), **stages}
   c.rows = [common.row("a", "A", "a", "ev"), common.row("b", "B", "b", "ev")]
   c.columns = [common.column("overall", "overall", "nocaps_val", "overall/CIDEr", 100.0)]
+  return c
+
+
+def _suite(data_dir: str, **long_tail) -> suite_lib.Suite:
+  c = _fixture_config(data_dir, probe=common.ic_probe(of="pre"))
   c.long_tail = long_tail or {"rows": ["a", "b"], "compare": ["a,b"], "bucket_source": "cc12m"}
   return suite_lib.from_config(c)
 
@@ -195,19 +201,10 @@ def test_a_report_does_not_mix_captioning_and_retrieval_rows(tmp_path):
 def _suite_with_retrieval_column(data_dir: str, long_tail) -> suite_lib.Suite:
   """Rows that caption on nocaps_val, and a column that reads each condition's
   dual-encoder stage on flickr_test (Figure 6's shape)."""
-  c = common.suite("fixture", "Fixture", "synthetic", report_source="nocaps_val",
-                   selection_source="coco_val", selection_metric="overall/CIDEr")
-  c.data_dir = data_dir
-  c.paper_table = ""
-  for name in ("a", "b"):
-    c.conditions[name] = {"pre": common.stage("configs/synthetic_pretrain.py", "pretrain"),
-                          "ev": common.ic_evaluate("synthetic", of="pre"),
-                          "vlm_pretrain": common.vlm_pretrain("synthetic", "cc12m"),
-                          "zs": common.vlm_as_is("synthetic")}
-  c.rows = [common.row("a", "A", "a", "ev"), common.row("b", "B", "b", "ev")]
-  c.columns = [common.column("overall", "overall", "nocaps_val", "overall/CIDEr", 100.0),
-               common.column("ir", "IR R@1", "flickr_test", "image_retrieval/R@1", 1.0,
-                             stage_name="zs")]
+  c = _fixture_config(data_dir, vlm_pretrain=common.vlm_pretrain("synthetic", "cc12m"),
+                      zs=common.vlm_as_is("synthetic"))
+  c.columns.append(common.column("ir", "IR R@1", "flickr_test", "image_retrieval/R@1", 1.0,
+                                 stage_name="zs"))
   c.long_tail = long_tail
   return suite_lib.from_config(c)
 

@@ -23,6 +23,7 @@ from etils import epath
 
 from cc12m_jax import config_rules
 from cc12m_jax.data import metadata
+from cc12m_jax.data import sources as sources_lib
 from cc12m_jax.evaluation import naming_probe
 from cc12m_jax.experiments import commands
 from cc12m_jax.experiments.suite import Suite, SuiteError
@@ -60,9 +61,12 @@ def _reads_centroids(config: ml_collections.ConfigDict) -> bool:
 def data_inputs(config: ml_collections.ConfigDict) -> dict[str, str]:
   """{source name or file: path} of everything the stage reads from the data:
   the runner fingerprints these, so a finished stage is not re-used after
-  its data changed."""
+  its data changed. The vocabulary is one: the same words in another order
+  give every word another id, so another initial embedding, with every
+  record's bytes unchanged."""
   inputs = {source: metadata.source_dir(config.data.data_dir, source)
             for source in _read_sources(config)}
+  inputs["vocab"] = sources_lib.vocab_path(config.data)
   if _reads_centroids(config):
     inputs["centroids"] = moc.centroids_file(config)
   if config.eval.references and _evaluates(config):

@@ -107,8 +107,8 @@ def test_finished_stages_are_skipped_and_a_killed_stage_resumes(tiny_world, tmp_
   with open(marker(evaluate)) as f:
     evaluated = json.load(f)
   assert evaluated["inputs"] == {"a/ic_pretrain": json.load(open(marker(pretrain)))["run_id"]}
-  # What each stage read, fingerprinted: training sources and the scored split.
-  assert set(evaluated["data"]) == {"cc12m", "nocaps_val"}
+  # What each stage read, fingerprinted: training sources, the scored split, the vocabulary.
+  assert set(evaluated["data"]) == {"cc12m", "nocaps_val", "vocab"}
   assert evaluated["data"]["nocaps_val"] == runner.data_fingerprint(
       os.path.join(tiny_world, "nocaps_val"))
   report_path = evaluated["outputs"]["nocaps_val"]["path"]
@@ -214,7 +214,8 @@ def test_a_finished_stage_whose_data_changed_is_refused(tiny_world, tmp_path):
   runs = runner.plan(suite, str(tmp_path), [0], validation.check(suite, str(tmp_path)))
   evaluate = runs[1]
   assert dict(evaluate.data) == {"cc12m": f"{data_dir}/cc12m",
-                                 "nocaps_val": f"{data_dir}/nocaps_val"}
+                                 "nocaps_val": f"{data_dir}/nocaps_val",
+                                 "vocab": f"{data_dir}/vocab.txt"}
   for run in runs:  # finished on the data as it is
     os.makedirs(run.directory)
     fingerprints = {name: runner.data_fingerprint(path) for name, path in run.data}
@@ -249,6 +250,17 @@ def test_a_finished_stage_whose_data_changed_is_refused(tiny_world, tmp_path):
     f.write(b"\0")
   with pytest.raises(suite_lib.SuiteError, match=r"a/ic_pretrain \(seed 0\) finished on other "
                      r"data than is there now: cc12m "):
+    runner.execute(runs, echo=lambda _: None)
+  # The same words in another order: every record the same, every id another.
+  with open(shard, "rb+") as f:
+    f.truncate(os.path.getsize(shard) - 1)
+  vocab = os.path.join(data_dir, "vocab.txt")
+  with open(vocab) as f:
+    words = f.read().splitlines()
+  with open(vocab, "w") as f:
+    f.write("\n".join(words[:-2] + words[-1:] + words[-2:-1]) + "\n")
+  with pytest.raises(suite_lib.SuiteError, match=r"a/ic_pretrain \(seed 0\) finished on other "
+                     r"data than is there now: vocab "):
     runner.execute(runs, echo=lambda _: None)
 
 
@@ -354,11 +366,13 @@ def test_only_stages_that_score_read_the_eval_splits_and_references():
   suite = _load("configs/experiments/table8.py:synthetic", data_dir="/d")
   runs = {run.stage.key: dict(run.data) for run in
           runner.plan(suite, "/tmp/w", [0], validation.check(suite, "/tmp/w", check_data=False))}
-  assert runs["cc12m/vlm_pretrain"] == {"cc12m": "/d/cc12m"}
-  assert runs["cc12m/vlm_finetune"] == {"flickr_train": "/d/flickr_train"}
+  assert runs["cc12m/vlm_pretrain"] == {"cc12m": "/d/cc12m", "vocab": "/d/vocab.txt"}
+  assert runs["cc12m/vlm_finetune"] == {"flickr_train": "/d/flickr_train",
+                                        "vocab": "/d/vocab.txt"}
   assert runs["cc12m/vlm_evaluate"] == {
       "flickr_train": "/d/flickr_train", "flickr_val": "/d/flickr_val",
-      "flickr_test": "/d/flickr_test", "references": "/d/flickr/dataset_flickr30k.json"}
+      "flickr_test": "/d/flickr_test", "references": "/d/flickr/dataset_flickr30k.json",
+      "vocab": "/d/vocab.txt"}
 
 
 def test_a_missing_split_fails_validation_naming_it(tiny_world):
